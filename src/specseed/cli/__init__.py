@@ -1,0 +1,1 @@
+"""Command-line interface: thin Typer commands that call library code (no logic here)."""

@@ -1,0 +1,49 @@
+"""The ``specseed`` Typer application: wires the command groups together.
+
+Commands hold no logic; they parse options, call library code, and turn typed errors into a
+message and an exit code (see ``specseed.cli.errors``). Importing this module must not import
+torch, so that ``specseed --help`` and scenario validation stay fast.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from specseed import __version__
+
+app = typer.Typer(
+    name="specseed",
+    help="Reproducibility auditor for speculative decoding in LLM inference engines.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"specseed {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_version_callback,
+            is_eager=True,
+            help="Print the version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Reproducibility auditor for speculative decoding in LLM inference engines."""
+
+
+def main() -> None:
+    """Entry point of the ``specseed`` console script."""
+    app()
