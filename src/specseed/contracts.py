@@ -1,0 +1,202 @@
+"""RNG layout contracts: the rule an engine follows to give each sampling event its Philox state.
+
+A contract is data, not code scattered through checks (DESIGN.md section 1). The reference
+engine's ``rng_profile`` names the contract the engine itself follows; model.yaml's
+``contract`` names the one the audit holds the engine to. Checks ask the contract what state
+an event should have had and which invariants it gives up (its stated limitations).
+
+Vocabulary (the same words as the traces):
+
+- decoding iteration ``n``: counts one request's own iterations; 0 is the context (prefill)
+  step that samples the first token.
+- event kinds: ``target`` samples from a target logits row (``index`` = the row's position
+  among the request's K + 1 rows); ``accept`` is the rejection-sampling kernel
+  (chain_speculative_sampling) that accepts drafts and draws the residual or bonus token;
+  ``draft`` is draft step ``index``.
+- the offset window of iteration ``n`` starts at ``n * window_size`` and is cut into slots,
+  ``slot_stride`` draws each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from specseed.defects import DEFECT_IDS
+
+EventKind = Literal["target", "accept", "draft"]
+EVENT_KINDS: tuple[EventKind, ...] = ("target", "accept", "draft")
+
+UINT64_MASK = (1 << 64) - 1
+DEFAULT_SAMPLING_SEED = 42
+"""TensorRT-LLM's seed for requests that set none (``DEFAULT_SAMPLING_SEED``)."""
+UNSEEDED_SEED_BASE = 1 << 62
+"""First seed the ideal layout hands to unseeded requests (one per request, counting up)."""
+
+
+@dataclass(frozen=True)
+class Limitation:
+    """An invariant a contract gives up on purpose, with the defect class it amounts to."""
+
+    defect: str
+    """The defect id from DESIGN.md that this limitation is an instance of."""
+    checks: tuple[str, ...]
+    """Check ids whose failures this limitation explains (when states follow the contract)."""
+    reason: str
+    """One line a user can read: why the contract cannot hold this invariant."""
+
+
+@dataclass(frozen=True)
+class ExpectedState:
+    """The Philox state a contract predicts for one sampling event."""
+
+    seed: int | None
+    """uint64 seed, or None where the contract only promises a seed unique to the request."""
+    subsequence: int | None
+    """uint64 subsequence, or None where it is the event's kernel row (``row_subsequence``)."""
+    offset: int
+    """uint64 offset of the event's first draw."""
+
+
+@dataclass(frozen=True)
+class RngContract:
+    """One RNG layout: how seed, subsequence and offset are chosen for every sampling event."""
+
+    name: str
+    summary: str
+    unseeded: Literal["default-seed", "unique-seed"]
+    """Unseeded requests take ``DEFAULT_SAMPLING_SEED`` or a seed of their own."""
+    row_subsequence: bool
+    """True: subsequence = the event's row in its kernel call; False: subsequence 0."""
+    slot_stride: int
+    """Draws reserved per slot of an offset window."""
+    separate_target_slots: bool
+    """True: target row j and the accept kernel each have a slot; False: all share slot 0."""
+    limitations: tuple[Limitation, ...] = field(default=())
+    reference: str = ""
+    """Where the layout comes from (PR, document)."""
+
+    def __post_init__(self) -> None:
+        for limitation in self.limitations:
+            if limitation.defect not in DEFECT_IDS:
+                raise ValueError(f"contract {self.name}: unknown defect {limitation.defect!r}")
+
+    # -- layout -------------------------------------------------------------------------
+
+    def slots_per_iteration(self, max_draft_len: int) -> int:
+        """Slots in one iteration's offset window."""
+        if self.separate_target_slots:
+            # target rows 0..K, the accept kernel, draft steps 0..K-1
+            return (max_draft_len + 1) + 1 + max_draft_len
+        return max_draft_len + 1
+
+    def window_size(self, max_draft_len: int) -> int:
+        """Offsets (draws) in one decoding iteration's window."""
+        return self.slots_per_iteration(max_draft_len) * self.slot_stride
+
+    def slot(self, kind: EventKind, index: int, max_draft_len: int) -> int:
+        """The slot of an event inside its iteration's window."""
+        if kind == "draft":
+            if not 0 <= index < max(max_draft_len, 1):
+                raise ValueError(f"draft step {index} outside 0..{max_draft_len - 1}")
+            first_draft_slot = max_draft_len + 2 if self.separate_target_slots else 1
+            return first_draft_slot + index
+        if not self.separate_target_slots:
+            return 0
+        if kind == "accept":
+            return max_draft_len + 1
+        if not 0 <= index <= max_draft_len:
+            raise ValueError(f"target row {index} outside 0..{max_draft_len}")
+        return index
+
+    def offset(self, decoding_iter: int, kind: EventKind, index: int, max_draft_len: int) -> int:
+        """Offset of an event's first draw."""
+        base = decoding_iter * self.window_size(max_draft_len)
+        return (base + self.slot(kind, index, max_draft_len) * self.slot_stride) & UINT64_MASK
+
+    def seed_for(self, request_seed: int | None) -> int | None:
+        """The seed a request's events use (None: a seed unique to the request)."""
+        if request_seed is not None:
+            return request_seed & UINT64_MASK
+        return DEFAULT_SAMPLING_SEED if self.unseeded == "default-seed" else None
+
+    def expected(
+        self,
+        *,
+        request_seed: int | None,
+        decoding_iter: int,
+        kind: EventKind,
+        index: int,
+        max_draft_len: int,
+    ) -> ExpectedState:
+        """The state this contract predicts for one sampling event."""
+        return ExpectedState(
+            seed=self.seed_for(request_seed),
+            subsequence=None if self.row_subsequence else 0,
+            offset=self.offset(decoding_iter, kind, index, max_draft_len),
+        )
+
+    def limitation_for(self, check_id: str) -> Limitation | None:
+        """The stated limitation that excuses this check, if any."""
+        for limitation in self.limitations:
+            if check_id in limitation.checks:
+                return limitation
+        return None
+
+
+IDEAL = RngContract(
+    name="ideal",
+    summary=(
+        "per-request seed (unseeded requests get one of their own), subsequence 0 whatever "
+        "the batch row, and a separate 1024-draw slot for every sampling event"
+    ),
+    unseeded="unique-seed",
+    row_subsequence=False,
+    slot_stride=1024,
+    separate_target_slots=True,
+    reference="specseed: the layout that holds every invariant",
+)
+
+TRTLLM_PR17599 = RngContract(
+    name="trtllm-pr17599",
+    summary=(
+        "seed = SamplingParams.seed or 42; window of max_draft_len + 1 offsets per iteration "
+        "(base = n * (K + 1)); target and accept kernels at base + 0, draft step i at "
+        "base + 1 + i; subsequence = the row in the kernel call"
+    ),
+    unseeded="default-seed",
+    row_subsequence=True,
+    slot_stride=1,
+    separate_target_slots=False,
+    limitations=(
+        Limitation(
+            "row-subsequence",
+            ("position-invariance",),
+            "flashinfer's kernels use the batch row as the Philox subsequence; the PR states "
+            "that a seeded request's tokens depend on its row",
+        ),
+        Limitation(
+            "unseeded-shared-stream",
+            ("unseeded-independence",),
+            "unseeded requests all take seed 42 with per-request offsets, so requests that "
+            "sit on the same row at the same iteration draw the same numbers",
+        ),
+        Limitation(
+            "draw-overlap",
+            ("draw-ranges-disjoint",),
+            "slots are one draw wide: the accept kernel (K + 1 or K + 2 draws) and multi-round "
+            "top-k/top-p kernels read into the next slots on the same row",
+        ),
+    ),
+    reference=(
+        "TensorRT-LLM PR 'Honor SamplingParams.seed on the one-model speculative path' (#17599)"
+    ),
+)
+
+CONTRACTS: dict[str, RngContract] = {c.name: c for c in (IDEAL, TRTLLM_PR17599)}
+CONTRACT_NAMES: tuple[str, ...] = tuple(CONTRACTS)
+
+
+def get_contract(name: str) -> RngContract:
+    """The contract with this name; ``KeyError`` if there is none."""
+    return CONTRACTS[name]

@@ -1,0 +1,1 @@
+"""Engine adapters: turn a resolved run into a trace. See ``base.py`` for the contract."""

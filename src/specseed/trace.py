@@ -1,0 +1,280 @@
+"""Trace records: what an engine did, step by step, and their versioned JSONL form.
+
+An engine adapter emits one :class:`RunHeader`, then one :class:`StepRecord` per engine step,
+then one :class:`RunEnd`. The JSONL form writes each record as one line as soon as it exists
+(``TraceWriter``), so a crash mid-run leaves the evidence up to that step on disk.
+
+Every integer RNG field (seed, subsequence, offset) is a uint64 written as a plain JSON
+integer. Schema changes bump ``TRACE_SCHEMA_VERSION``; readers refuse other major versions.
+The schema is documented in ARCHITECTURE.md ("Trace format").
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from specseed.contracts import EventKind
+
+TRACE_SCHEMA_VERSION = "1.0"
+
+Phase = Literal["warmup", "prior", "scenario"]
+"""Which traffic a row belongs to: engine warmup, prior traffic (uptime), or the scenario."""
+
+
+@dataclass(frozen=True)
+class SamplingEvent:
+    """One sampling kernel row run for one request: the Philox state it was given and used."""
+
+    kind: EventKind
+    """``target`` (a target logits row), ``accept`` (rejection sampling), ``draft`` (a draft step)."""
+    index: int
+    """Target row among the request's K + 1 rows, or the draft step; 0 for ``accept``."""
+    kernel: str
+    """Kernel that ran: a flashinfer function name, or ``argmax`` (greedy, no draws)."""
+    kernel_row: int
+    """The row of this request in that kernel call (flashinfer's blockIdx.x)."""
+    seed: int
+    """uint64 seed placed in the engine's seed buffer for this row."""
+    subsequence: int
+    """uint64 Philox subsequence the kernel used for this row."""
+    offset: int
+    """uint64 offset of the first draw, as placed in the engine's offset buffer."""
+    draws: int
+    """32-bit Philox outputs the kernel consumed for this row (0 for argmax)."""
+
+
+@dataclass(frozen=True)
+class RowRecord:
+    """One request's row in one engine step."""
+
+    request_id: str
+    row: int
+    """Position of the request in the step's batch (0-based)."""
+    slot: int
+    """Engine slot (per-request buffer index) the request occupies."""
+    phase: Phase
+    decoding_iter: int
+    """The request's own iteration count: 0 for the context (prefill) step."""
+    drafts_verified: tuple[int, ...]
+    """Draft tokens proposed last iteration and verified in this step."""
+    accepted: int
+    """How many of ``drafts_verified`` were accepted."""
+    emitted: tuple[int, ...]
+    """Tokens appended to the request's output in this step (accepted drafts + one)."""
+    first_position: int
+    """Output index of ``emitted[0]`` (0 = the first generated token)."""
+    logits_fingerprints: tuple[str, ...]
+    """Fingerprint of the target logits row behind each emitted token."""
+    drafts_proposed: tuple[int, ...]
+    """Draft tokens proposed in this step for the next iteration."""
+    events: tuple[SamplingEvent, ...]
+    """Sampling events of this row, in the order the kernels ran."""
+    discarded: bool = False
+    """True where the row ran but its output was thrown away (overlap scheduler's extra step)."""
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One engine step: the scheduled rows in batch order."""
+
+    step: int
+    phase: Phase
+    rows: tuple[RowRecord, ...]
+
+
+@dataclass(frozen=True)
+class RequestInfo:
+    """A request as the engine received it (after prompt encoding)."""
+
+    request_id: str
+    phase: Phase
+    prompt_ids: tuple[int, ...]
+    seed: int | None
+    temperature: float
+    top_k: int
+    top_p: float
+    max_tokens: int
+    arrival_step: int
+
+
+@dataclass(frozen=True)
+class RunHeader:
+    """First record of a run: what ran, where and how."""
+
+    scenario: str
+    run: str
+    engine: str
+    engine_config: dict[str, Any]
+    """The resolved engine settings of this run (model.yaml plus the run's overrides)."""
+    contract: str
+    """The RNG contract the engine claims to follow (its rng profile)."""
+    requests: tuple[RequestInfo, ...]
+    environment: dict[str, str] = field(default_factory=dict)
+    schema_version: str = TRACE_SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
+class EngineFailure:
+    """An exception the engine raised while running."""
+
+    step: int
+    """Engine step at which it happened (-1 before the first step)."""
+    phase: Phase
+    batch_size: int
+    """Rows in the batch being run when it happened (0 if unknown)."""
+    exception: str
+    """Exception type name."""
+    message: str
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """Last record of a run: the outputs, or the failure that stopped it."""
+
+    outputs: dict[str, tuple[int, ...]]
+    """Generated tokens per scenario request id (prior and warmup traffic excluded)."""
+    failure: EngineFailure | None = None
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class RunTrace:
+    """A whole run held in memory: header, steps, end."""
+
+    header: RunHeader
+    steps: tuple[StepRecord, ...]
+    end: RunEnd
+
+    @property
+    def name(self) -> str:
+        return self.header.run
+
+    @property
+    def failed(self) -> bool:
+        return self.end.failure is not None
+
+    def rows_of(self, request_id: str) -> Iterator[tuple[StepRecord, RowRecord]]:
+        """The rows of one request, in step order, with their steps."""
+        for step in self.steps:
+            for row in step.rows:
+                if row.request_id == request_id:
+                    yield step, row
+
+    def request(self, request_id: str) -> RequestInfo:
+        for info in self.header.requests:
+            if info.request_id == request_id:
+                return info
+        raise KeyError(request_id)
+
+
+# -- JSONL ------------------------------------------------------------------------------
+
+
+def _record_line(kind: str, record: Any) -> str:
+    payload = asdict(record)
+    payload["record"] = kind
+    return json.dumps(payload, separators=(",", ":"), sort_keys=False)
+
+
+class TraceWriter:
+    """Writes one run's records to a JSONL file as they happen (flushed per line)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: IO[str] | None = path.open("w", encoding="utf-8")
+
+    def _write(self, line: str) -> None:
+        assert self._file is not None, "trace writer already closed"
+        self._file.write(line + "\n")
+        self._file.flush()
+
+    def header(self, header: RunHeader) -> None:
+        self._write(_record_line("header", header))
+
+    def step(self, step: StepRecord) -> None:
+        self._write(_record_line("step", step))
+
+    def end(self, end: RunEnd) -> None:
+        self._write(_record_line("end", end))
+        self.close()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def _event(d: dict[str, Any]) -> SamplingEvent:
+    return SamplingEvent(**d)
+
+
+def _row(d: dict[str, Any]) -> RowRecord:
+    d = dict(d)
+    d["events"] = tuple(_event(e) for e in d["events"])
+    for key in ("drafts_verified", "emitted", "logits_fingerprints", "drafts_proposed"):
+        d[key] = tuple(d[key])
+    return RowRecord(**d)
+
+
+def _step(d: dict[str, Any]) -> StepRecord:
+    return StepRecord(step=d["step"], phase=d["phase"], rows=tuple(_row(r) for r in d["rows"]))
+
+
+def _header(d: dict[str, Any]) -> RunHeader:
+    d = dict(d)
+    major = str(d.get("schema_version", "")).split(".")[0]
+    if major != TRACE_SCHEMA_VERSION.split(".")[0]:
+        raise ValueError(
+            f"trace schema version {d.get('schema_version')!r} is not readable by this "
+            f"specseed (reads {TRACE_SCHEMA_VERSION})"
+        )
+    d["requests"] = tuple(
+        RequestInfo(**{**r, "prompt_ids": tuple(r["prompt_ids"])}) for r in d["requests"]
+    )
+    return RunHeader(**d)
+
+
+def _end(d: dict[str, Any]) -> RunEnd:
+    failure = EngineFailure(**d["failure"]) if d.get("failure") else None
+    outputs = {k: tuple(v) for k, v in d["outputs"].items()}
+    return RunEnd(outputs=outputs, failure=failure, seconds=d.get("seconds", 0.0))
+
+
+def read_trace(lines: Iterable[str]) -> RunTrace:
+    """Rebuild a run from its JSONL lines. A trace cut short by a crash gets a synthetic end."""
+    header: RunHeader | None = None
+    steps: list[StepRecord] = []
+    end: RunEnd | None = None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        payload = json.loads(line)
+        kind = payload.pop("record", None)
+        if kind == "header":
+            header = _header(payload)
+        elif kind == "step":
+            steps.append(_step(payload))
+        elif kind == "end":
+            end = _end(payload)
+        else:
+            raise ValueError(f"line {number}: unknown record kind {kind!r}")
+    if header is None:
+        raise ValueError("trace has no header record")
+    if end is None:
+        last = steps[-1].step if steps else -1
+        end = RunEnd(
+            outputs={},
+            failure=EngineFailure(last, "scenario", 0, "TraceTruncated", "trace ends early"),
+        )
+    return RunTrace(header=header, steps=tuple(steps), end=end)
+
+
+def load_trace(path: Path) -> RunTrace:
+    """Read a run's JSONL trace file."""
+    with path.open(encoding="utf-8") as handle:
+        return read_trace(handle)
