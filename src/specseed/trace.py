@@ -278,3 +278,29 @@ def load_trace(path: Path) -> RunTrace:
     """Read a run's JSONL trace file."""
     with path.open(encoding="utf-8") as handle:
         return read_trace(handle)
+
+
+class TraceRecorder:
+    """Collects a run's records in memory and streams them to an optional ``TraceWriter``."""
+
+    def __init__(self, writer: TraceWriter | None = None) -> None:
+        self._writer = writer
+        self._header: RunHeader | None = None
+        self._steps: list[StepRecord] = []
+
+    def header(self, header: RunHeader) -> None:
+        self._header = header
+        if self._writer is not None:
+            self._writer.header(header)
+
+    def step(self, step: StepRecord) -> None:
+        self._steps.append(step)
+        if self._writer is not None:
+            self._writer.step(step)
+
+    def end(self, end: RunEnd) -> RunTrace:
+        if self._header is None:
+            raise RuntimeError("a run ended before its header was recorded")
+        if self._writer is not None:
+            self._writer.end(end)
+        return RunTrace(header=self._header, steps=tuple(self._steps), end=end)

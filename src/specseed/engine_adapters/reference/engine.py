@@ -1,0 +1,616 @@
+"""The reference engine: an in-process one-model speculative decoder built for auditing.
+
+One engine step runs, for every scheduled request at once: the target forward over its new
+tokens (the prompt, or the last token plus K drafts), target sampling or verification (greedy
+argmax, strict token match, or rejection sampling), then K draft steps of the EAGLE3-style
+head. Every random draw goes through ``specseed.sampling`` with the seed/offset/subsequence
+the engine's RNG bookkeeping (``rng_assignment``) put in its buffers, and every step is
+recorded as a ``StepRecord``.
+
+Scheduling is continuous batching under ``max_num_requests``: requests arrive at given steps,
+take the lowest free slot, run in admission order and leave when done. Warmup batches run
+before serving and may be larger than ``max_num_requests``. With the overlap scheduler, step
+N+1 is prepared (rows chosen, RNG metadata filled) before step N's results are applied, so
+the host learns of finished requests one step late and their rows run once more, discarded.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from specseed import __version__
+from specseed.contracts import get_contract
+from specseed.engine_adapters.base import EngineAdapter, EngineSettings, RequestPlan, RunPlan
+from specseed.engine_adapters.reference import sampler
+from specseed.engine_adapters.reference.model import (
+    Eagle3DraftHead,
+    LlamaTarget,
+    build_tiny_target,
+    fingerprint,
+)
+from specseed.engine_adapters.reference.rng_assignment import (
+    AssignedState,
+    EventRequest,
+    RngAssigner,
+    RngBuffers,
+)
+from specseed.errors import EngineError
+from specseed.trace import (
+    EngineFailure,
+    Phase,
+    RequestInfo,
+    RowRecord,
+    RunEnd,
+    RunHeader,
+    RunTrace,
+    SamplingEvent,
+    StepRecord,
+    TraceRecorder,
+)
+
+WARMUP_PROMPT = (1, 2, 3, 4)
+WARMUP_MAX_TOKENS = 2
+
+
+@dataclass(eq=False)
+class _Request:
+    """Engine-side state of one request."""
+
+    plan: RequestPlan
+    prompt_ids: tuple[int, ...]
+    engine_seed: int = 0
+    slot: int = -1
+    output: list[int] = field(default_factory=list)
+    scheduled_iters: int = 0
+    """Iterations prepared so far (the true decoding iteration of the next one)."""
+    applied_iters: int = 0
+    """Iterations whose results the host has applied (lags by one under overlap)."""
+    done: bool = False
+    """Device truth: the request has all its tokens."""
+    host_done: bool = False
+    """The scheduler's view of ``done`` (late by one step under overlap)."""
+    target_cache: object = None
+    draft_cache: object = None
+    draft_committed: int = 0
+    last_token: int = -1
+    drafts: tuple[int, ...] = ()
+    draft_probs: torch.Tensor | None = None
+
+    @property
+    def request_seed(self) -> int | None:
+        seed = self.plan.seed
+        return None if seed is None else seed & ((1 << 64) - 1)
+
+
+@dataclass
+class _Row:
+    """A request prepared for one step."""
+
+    request: _Request
+    row: int
+    decoding_iter: int
+    rng_iter: int
+    """The iteration count the engine read when it filled the RNG buffers."""
+    prefill: bool
+
+
+@dataclass
+class _RowOutcome:
+    """What one step did for one row, filled in as the step runs."""
+
+    drafts_verified: tuple[int, ...] = ()
+    accepted: int = 0
+    emitted: tuple[int, ...] = ()
+    fingerprints: tuple[str, ...] = ()
+    drafts_proposed: tuple[int, ...] = ()
+    events: list[SamplingEvent] = field(default_factory=list)
+
+
+class ReferenceEngine(EngineAdapter):
+    """The embedded default engine (CPU, or CUDA where present)."""
+
+    name = "reference"
+
+    def __init__(self, settings: EngineSettings) -> None:
+        if settings.device == "cuda" and not torch.cuda.is_available():
+            raise EngineError(
+                "engine.device is cuda but torch sees no CUDA device",
+                hint="set engine.device: cpu, or run on a machine with a GPU",
+            )
+        self.settings = settings
+        self.device = torch.device(settings.device)
+        try:
+            if settings.checkpoint is not None:
+                self.target = LlamaTarget.from_checkpoint(settings.checkpoint)
+                self.model_description = f"checkpoint {settings.checkpoint}"
+            else:
+                self.target = build_tiny_target(settings.model_seed)
+                self.model_description = f"built-in tiny Llama (model_seed {settings.model_seed})"
+            if settings.draft_checkpoint is not None:
+                self.draft = Eagle3DraftHead.from_checkpoint(settings.draft_checkpoint, self.target)
+            else:
+                self.draft = Eagle3DraftHead.derived_from(self.target, settings.model_seed)
+        except (OSError, ValueError, KeyError) as exc:
+            raise EngineError(
+                f"could not load the reference model: {exc}",
+                hint="check engine.checkpoint / engine.draft_checkpoint in model.yaml",
+            ) from exc
+        self.vocab_size = self.target.config.vocab_size
+
+    def environment(self) -> dict[str, str]:
+        return {
+            "specseed": __version__,
+            "engine": "reference",
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "torch_threads": str(torch.get_num_threads()),
+            "device": str(self.device),
+            "platform": platform.platform(),
+            "model": self.model_description,
+        }
+
+    def encode(self, prompt: tuple[int, ...] | str) -> tuple[int, ...]:
+        """Token ids of a prompt. Text is encoded byte by byte (UTF-8) into the vocabulary."""
+        if isinstance(prompt, str):
+            return tuple(b % self.vocab_size for b in prompt.encode("utf-8"))
+        bad = [t for t in prompt if not 0 <= t < self.vocab_size]
+        if bad:
+            raise ValueError(
+                f"prompt token ids {bad[:5]} are outside the vocabulary (size {self.vocab_size})"
+            )
+        return tuple(prompt)
+
+    def run(self, plan: RunPlan, recorder: TraceRecorder) -> RunTrace:
+        return _EngineRun(self, plan, recorder).execute()
+
+
+class _EngineRun:
+    """One engine lifetime serving one run plan."""
+
+    def __init__(self, engine: ReferenceEngine, plan: RunPlan, recorder: TraceRecorder) -> None:
+        self.engine = engine
+        self.plan = plan
+        self.recorder = recorder
+        settings = plan.settings
+        self.settings = settings
+        self.max_draft_len = settings.max_draft_len
+        self.defects = frozenset(settings.defects)
+        self.rng = RngAssigner(get_contract(settings.rng_profile), settings.defects, self.max_draft_len)
+        self.buffers = RngBuffers(
+            settings.max_num_requests, max(plan.warmup_batches, default=0), settings.defects
+        )
+        self.element0 = "row0-seed" in self.defects
+        self.step = 0
+        self.phase: Phase = "warmup"
+        self.batch_size = 0
+
+    # -- run ----------------------------------------------------------------------------
+
+    def execute(self) -> RunTrace:
+        started = time.perf_counter()
+        scenario: list[_Request] = []
+        failure: EngineFailure | None = None
+        try:
+            prior = [self._new_request(p) for p in self.plan.prior_traffic]
+            scenario = [self._new_request(p) for p in self.plan.requests]
+        except ValueError as exc:
+            raise EngineError(f"{self.plan.scenario}/{self.plan.run}: {exc}") from exc
+        self.recorder.header(self._header(prior + scenario))
+        try:
+            for number, size in enumerate(self.plan.warmup_batches):
+                self._warmup(number, size)
+            if prior:
+                self.phase = "prior"
+                self._serve(prior)
+            self.phase = "scenario"
+            self._serve(scenario)
+        except Exception as exc:  # an engine crash is evidence, not a reason to stop the audit
+            failure = EngineFailure(
+                step=self.step,
+                phase=self.phase,
+                batch_size=self.batch_size,
+                exception=type(exc).__name__,
+                message=str(exc),
+            )
+        outputs = {r.plan.request_id: tuple(r.output) for r in scenario}
+        return self.recorder.end(
+            RunEnd(outputs=outputs, failure=failure, seconds=time.perf_counter() - started)
+        )
+
+    def _header(self, requests: Sequence[_Request]) -> RunHeader:
+        return RunHeader(
+            scenario=self.plan.scenario,
+            run=self.plan.run,
+            engine="reference",
+            engine_config=self.settings.as_dict(),
+            contract=self.settings.rng_profile,
+            requests=tuple(
+                RequestInfo(
+                    request_id=r.plan.request_id,
+                    phase=r.plan.phase,
+                    prompt_ids=r.prompt_ids,
+                    seed=r.request_seed,
+                    temperature=r.plan.temperature,
+                    top_k=r.plan.top_k,
+                    top_p=r.plan.top_p,
+                    max_tokens=r.plan.max_tokens,
+                    arrival_step=r.plan.arrival_step,
+                )
+                for r in requests
+            ),
+            environment=self.engine.environment(),
+        )
+
+    def _new_request(self, plan: RequestPlan) -> _Request:
+        return _Request(plan=plan, prompt_ids=self.engine.encode(plan.prompt))
+
+    def _admit(self, request: _Request, slot: int) -> None:
+        request.slot = slot
+        request.engine_seed = self.rng.seed_for_new_request(request.request_seed)
+        request.target_cache = self.engine.target.new_cache()
+        request.draft_cache = self.engine.draft.new_cache()
+
+    # -- warmup and serving ---------------------------------------------------------------
+
+    def _warmup(self, number: int, size: int) -> None:
+        """One warmup batch of ``size`` dummy requests, run together whatever the limit."""
+        self.phase = "warmup"
+        batch = []
+        for i in range(size):
+            plan = RequestPlan(
+                request_id=f"warmup{number}-{i}",
+                prompt=tuple(t % self.engine.vocab_size for t in WARMUP_PROMPT),
+                seed=None,
+                temperature=1.0,
+                top_k=0,
+                top_p=1.0,
+                max_tokens=WARMUP_MAX_TOKENS,
+                phase="warmup",
+            )
+            request = self._new_request(plan)
+            self._admit(request, slot=i)
+            batch.append(request)
+        while not all(r.done for r in batch):
+            rows = [self._prepare(r, i) for i, r in enumerate(r for r in batch if not r.done)]
+            self._compute(rows)
+            self._apply(rows)
+            self.step += 1
+
+    def _serve(self, requests: Sequence[_Request]) -> None:
+        """Continuous batching of ``requests`` until all are done."""
+        limit = self.settings.max_num_requests
+        overlap = self.settings.overlap_scheduler
+        order = sorted(range(len(requests)), key=lambda i: (requests[i].plan.arrival_step, i))
+        waiting = deque(requests[i] for i in order)
+        active: list[_Request] = []
+        free_slots = list(range(limit))
+        pending: list[_Row] | None = None
+        start = self.step
+        while waiting or active or pending:
+            # Prepare this step from the host's view of the engine.
+            for request in list(active):
+                if request.host_done:
+                    active.remove(request)
+                    free_slots.append(request.slot)
+            free_slots.sort()
+            while waiting and waiting[0].plan.arrival_step <= self.step - start and free_slots:
+                request = waiting.popleft()
+                self._admit(request, free_slots.pop(0))
+                active.append(request)
+            rows = [self._prepare(request, i) for i, request in enumerate(active)]
+            if pending is not None:
+                # Overlap: the previous step's results land only after this step is prepared.
+                self._apply(pending)
+                pending = None
+            if rows:
+                self._compute(rows)
+                if overlap:
+                    pending = rows
+                else:
+                    self._apply(rows)
+            self.step += 1
+
+    def _prepare(self, request: _Request, row: int) -> _Row:
+        decoding_iter = request.scheduled_iters
+        request.scheduled_iters += 1
+        rng_iter = decoding_iter
+        if "overlap-window-reuse" in self.defects:
+            # The buggy engine reads the counter that moves when results are applied.
+            rng_iter = request.applied_iters
+        return _Row(request, row, decoding_iter, rng_iter, prefill=decoding_iter == 0)
+
+    def _apply(self, rows: Sequence[_Row]) -> None:
+        for row in rows:
+            row.request.applied_iters += 1
+            if row.request.done:
+                row.request.host_done = True
+
+    # -- one engine step ------------------------------------------------------------------
+
+    def _compute(self, rows: Sequence[_Row]) -> None:
+        self.batch_size = len(rows)
+        live = [r for r in rows if not r.request.done]
+        outcomes = {id(r): _RowOutcome() for r in rows}
+        if live:
+            self._run_live(live, outcomes)
+        self.recorder.step(
+            StepRecord(
+                step=self.step,
+                phase=self.phase,
+                rows=tuple(self._row_record(r, outcomes[id(r)]) for r in rows),
+            )
+        )
+
+    def _row_record(self, row: _Row, outcome: _RowOutcome) -> RowRecord:
+        request = row.request
+        discarded = not outcome.emitted and not row.prefill and request.done
+        first_position = len(request.output) - len(outcome.emitted)
+        return RowRecord(
+            request_id=request.plan.request_id,
+            row=row.row,
+            slot=request.slot,
+            phase=request.plan.phase,
+            decoding_iter=row.decoding_iter,
+            drafts_verified=outcome.drafts_verified,
+            accepted=outcome.accepted,
+            emitted=outcome.emitted,
+            first_position=first_position,
+            logits_fingerprints=outcome.fingerprints,
+            drafts_proposed=outcome.drafts_proposed,
+            events=tuple(outcome.events),
+            discarded=discarded,
+        )
+
+    def _run_live(self, live: Sequence[_Row], outcomes: dict[int, _RowOutcome]) -> None:
+        target = self.engine.target
+        inputs = []
+        for row in live:
+            request = row.request
+            if row.prefill:
+                inputs.append(list(request.prompt_ids))
+            else:
+                inputs.append([request.last_token, *request.drafts])
+        cache_lengths = [len(row.request.target_cache) for row in live]  # type: ignore[arg-type]
+        outputs = target.forward(
+            [(row.request.target_cache, tokens) for row, tokens in zip(live, inputs, strict=True)]
+        )
+        # Logits rows that decide tokens: the prompt's last row, or the K + 1 verification rows.
+        decide: list[torch.Tensor] = []
+        for row, out in zip(live, outputs, strict=True):
+            logits = out.logits[-1:] if row.prefill else out.logits
+            if "greedy-drift" in self.defects and logits.shape[0] > 1:
+                # Verification of draft positions in bfloat16, unlike one-token decoding.
+                logits = logits.to(torch.bfloat16).to(torch.float32)
+            decide.append(logits)
+
+        accepted = self._choose_tokens(live, decide, outcomes)
+
+        for row, out, logits, before, n_accepted in zip(
+            live, outputs, decide, cache_lengths, accepted, strict=True
+        ):
+            request = row.request
+            outcome = outcomes[id(row)]
+            remaining = request.plan.max_tokens - len(request.output)
+            emitted = outcome.emitted[:remaining]
+            outcome.emitted = emitted
+            outcome.fingerprints = tuple(fingerprint(logits[j]) for j in range(len(emitted)))
+            request.output.extend(emitted)
+            request.last_token = emitted[-1]
+            if len(request.output) >= request.plan.max_tokens:
+                request.done = True
+            if not row.prefill:
+                request.target_cache.truncate(before + 1 + n_accepted)  # type: ignore[attr-defined]
+
+        if self.max_draft_len > 0:
+            drafting = [
+                (row, out, n)
+                for row, out, n in zip(live, outputs, accepted, strict=True)
+                if not row.request.done
+            ]
+            if drafting:
+                self._draft(drafting, outcomes)
+
+    def _choose_tokens(
+        self,
+        live: Sequence[_Row],
+        decide: Sequence[torch.Tensor],
+        outcomes: dict[int, _RowOutcome],
+    ) -> list[int]:
+        """Sample or verify target tokens for every live row; returns accepted draft counts."""
+        strict = self.settings.verification == "strict"
+        sample_rows: list[tuple[_Row, int]] = []  # (row, target row index j)
+        sample_logits: list[torch.Tensor] = []
+        verify_rows: list[_Row] = []
+        accepted = [0] * len(live)
+        for row, logits in zip(live, decide, strict=True):
+            request = row.request
+            outcome = outcomes[id(row)]
+            outcome.drafts_verified = () if row.prefill else request.drafts
+            if request.plan.greedy:
+                choice = logits.argmax(dim=-1).tolist()
+                outcome.emitted = tuple(self._accept_prefix(request.drafts, choice, row.prefill))
+            elif row.prefill or not request.drafts or strict:
+                for j in range(logits.shape[0]):
+                    sample_rows.append((row, j))
+                    sample_logits.append(logits[j])
+            else:
+                verify_rows.append(row)
+
+        if sample_rows:
+            probs = sampler.probs_from_logits(
+                torch.stack(sample_logits), [r.request.plan.temperature for r, _ in sample_rows]
+            )
+            entries = [(row, "target", j) for row, j in sample_rows]
+            tokens = self._sample_call(entries, probs, outcomes)
+            sampled: dict[int, list[int]] = {}
+            for (row, _j), token in zip(sample_rows, tokens, strict=True):
+                sampled.setdefault(id(row), []).append(token)
+            for row in live:
+                if id(row) in sampled:
+                    outcome = outcomes[id(row)]
+                    outcome.emitted = tuple(
+                        self._accept_prefix(row.request.drafts, sampled[id(row)], row.prefill)
+                    )
+
+        if verify_rows:
+            logits_of = {id(row): logits for row, logits in zip(live, decide, strict=True)}
+            self._kernel_verify(verify_rows, logits_of, outcomes)
+
+        for i, row in enumerate(live):
+            outcome = outcomes[id(row)]
+            accepted[i] = 0 if row.prefill else len(outcome.emitted) - 1
+            outcome.accepted = accepted[i]
+        return accepted
+
+    @staticmethod
+    def _accept_prefix(drafts: Sequence[int], choice: Sequence[int], prefill: bool) -> list[int]:
+        """Target choices per row -> emitted tokens: drafts while they match, then the target's."""
+        if prefill or not drafts:
+            return [choice[0]]
+        emitted = []
+        for j, token in enumerate(choice):
+            emitted.append(token)
+            if j >= len(drafts) or token != drafts[j]:
+                break
+        return emitted
+
+    def _assign(
+        self, rows: Sequence[tuple[_Row, str, int]]
+    ) -> list[AssignedState]:
+        """RNG states for one kernel call's rows (row, kind, index), written to the buffers."""
+        requests = [
+            EventRequest(
+                request_seed=row.request.request_seed,
+                engine_seed=row.request.engine_seed,
+                slot=row.request.slot,
+                decoding_iter=row.rng_iter,
+                kind=kind,  # type: ignore[arg-type]
+                index=index,
+            )
+            for row, kind, index in rows
+        ]
+        states = self.rng.assign(requests)
+        self.buffers.fill([row.request.slot for row, _, _ in rows], states)
+        return states
+
+    def _record_events(
+        self,
+        rows: Sequence[tuple[_Row, str, int]],
+        states: Sequence[AssignedState],
+        result: sampler.KernelResult,
+        outcomes: dict[int, _RowOutcome],
+    ) -> None:
+        for kernel_row, ((row, kind, index), state) in enumerate(zip(rows, states, strict=True)):
+            outcomes[id(row)].events.append(
+                SamplingEvent(
+                    kind=kind,  # type: ignore[arg-type]
+                    index=index,
+                    kernel=result.kernel,
+                    kernel_row=kernel_row,
+                    seed=state.seed,
+                    subsequence=result.subsequences[kernel_row],
+                    offset=state.offset,
+                    draws=result.draws[kernel_row],
+                )
+            )
+
+    def _sample_call(
+        self,
+        entries: Sequence[tuple[_Row, str, int]],
+        probs: torch.Tensor,
+        outcomes: dict[int, _RowOutcome],
+    ) -> list[int]:
+        """One sampling kernel launch over ``entries`` (row, event kind, index)."""
+        states = self._assign(entries)
+        result = sampler.sample(
+            probs,
+            [row.request.plan.top_k for row, _, _ in entries],
+            [row.request.plan.top_p for row, _, _ in entries],
+            states,
+            element0=self.element0,
+        )
+        self._record_events(entries, states, result, outcomes)
+        return [tokens[0] for tokens in result.tokens]
+
+    def _kernel_verify(
+        self,
+        verify_rows: Sequence[_Row],
+        logits_of: dict[int, torch.Tensor],
+        outcomes: dict[int, _RowOutcome],
+    ) -> None:
+        """One rejection-sampling launch over the non-greedy rows with drafts."""
+        target_probs = []
+        for row in verify_rows:
+            plan = row.request.plan
+            logits = logits_of[id(row)]
+            probs = sampler.probs_from_logits(logits, [plan.temperature] * logits.shape[0])
+            target_probs.append(sampler.filter_probs(probs, plan.top_k, plan.top_p))
+        draft_probs = torch.stack([row.request.draft_probs for row in verify_rows])  # type: ignore[misc]
+        draft_ids = torch.tensor([list(row.request.drafts) for row in verify_rows], dtype=torch.int32)
+        entries = [(row, "accept", 0) for row in verify_rows]
+        states = self._assign(entries)
+        result = sampler.verify(
+            draft_probs, draft_ids, torch.stack(target_probs), states, element0=self.element0
+        )
+        self._record_events(entries, states, result, outcomes)
+        for row, tokens in zip(verify_rows, result.tokens, strict=True):
+            outcomes[id(row)].emitted = tuple(tokens)
+
+    def _draft(
+        self,
+        drafting: Sequence[tuple[_Row, object, int]],
+        outcomes: dict[int, _RowOutcome],
+    ) -> None:
+        """K draft steps for every row still running, batched per step."""
+        draft = self.engine.draft
+        chunks = []
+        for row, out, n_accepted in drafting:
+            request = row.request
+            if row.prefill:
+                tokens = [*request.prompt_ids[1:], request.last_token]
+                hidden = out.aux_hidden  # type: ignore[attr-defined]
+            else:
+                tokens = list(outcomes[id(row)].emitted)
+                hidden = out.aux_hidden[: n_accepted + 1]  # type: ignore[attr-defined]
+            request.draft_cache.truncate(request.draft_committed)  # type: ignore[attr-defined]
+            request.draft_committed += len(tokens)
+            chunks.append((request.draft_cache, tokens, hidden))
+        rows = [row for row, _, _ in drafting]
+        proposals: list[list[int]] = [[] for _ in rows]
+        q_rows: list[list[torch.Tensor]] = [[] for _ in rows]
+        for step in range(self.max_draft_len):
+            results = draft.forward(chunks)
+            last_logits = [r.logits[-1] for r in results]
+            chosen = [0] * len(rows)
+            sampled = [i for i, row in enumerate(rows) if not row.request.plan.greedy]
+            for i, row in enumerate(rows):
+                if row.request.plan.greedy:
+                    chosen[i] = int(last_logits[i].argmax())
+            if sampled:
+                probs = sampler.probs_from_logits(
+                    torch.stack([last_logits[i] for i in sampled]),
+                    [rows[i].request.plan.temperature for i in sampled],
+                )
+                entries = [(rows[i], "draft", step) for i in sampled]
+                tokens = self._sample_call(entries, probs, outcomes)
+                for k, i in enumerate(sampled):
+                    chosen[i] = tokens[k]
+                    plan = rows[i].request.plan
+                    q_rows[i].append(sampler.filter_probs(probs[k], plan.top_k, plan.top_p))
+            for i in range(len(rows)):
+                proposals[i].append(chosen[i])
+            chunks = [
+                (row.request.draft_cache, [chosen[i]], results[i].hidden_out[-1:])
+                for i, row in enumerate(rows)
+            ]
+        for i, row in enumerate(rows):
+            request = row.request
+            request.drafts = tuple(proposals[i])
+            request.draft_probs = torch.stack(q_rows[i]) if q_rows[i] else None
+            outcomes[id(row)].drafts_proposed = request.drafts

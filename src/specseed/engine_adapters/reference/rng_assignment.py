@@ -1,0 +1,136 @@
+"""How the reference engine fills its seed/offset buffers for each sampling kernel call.
+
+The engine follows a contract (its ``rng_profile``) and, when asked, gets it wrong in the
+ways real engines did (``defects``). Every defect here is a change to the engine's own
+bookkeeping, never a flag a check looks for:
+
+- ``engine-counter``: one engine-wide seed, bumped after every kernel call, offset 0.
+- ``neighbor-unseeded``: a call with any unseeded row samples every row from the engine's
+  own stream (the first unseeded row's seed).
+- ``unseeded-shared-stream``: unseeded requests take the default seed 42.
+- ``draft-shared-offset``: every draft step reuses draft step 0's offset.
+- ``draw-overlap``: slots of a window are one draw apart whatever the contract says.
+- ``row-subsequence``: the subsequence is left at the kernel's default, the row.
+- ``overlap-window-reuse``: lives in the scheduler (which iteration count is read).
+- ``row0-seed``: lives in the sampler call (flashinfer 0.6.4 mode).
+- ``warmup-overflow``: lives in the buffer sizing (``RngBuffers``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import torch
+
+from specseed.contracts import (
+    DEFAULT_SAMPLING_SEED,
+    UINT64_MASK,
+    UNSEEDED_SEED_BASE,
+    EventKind,
+    RngContract,
+)
+
+
+def int64_bits(value: int) -> int:
+    """The int64 whose bits equal the uint64 ``value`` (what a torch int64 buffer holds)."""
+    value &= UINT64_MASK
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+@dataclass(frozen=True)
+class EventRequest:
+    """One row of a kernel call, before RNG assignment."""
+
+    request_seed: int | None
+    """The request's seed (uint64) or None."""
+    engine_seed: int
+    """The seed the engine gave this request when it arrived unseeded (unused otherwise)."""
+    slot: int
+    decoding_iter: int
+    """The iteration count the engine read for this row (the overlap bug reads a stale one)."""
+    kind: EventKind
+    index: int
+
+
+@dataclass(frozen=True)
+class AssignedState:
+    """The Philox state the engine put in its buffers for one kernel row."""
+
+    seed: int
+    offset: int
+    subsequence: int | None
+    """An explicit subsequence, or None for the kernel's default (the kernel row)."""
+
+
+class RngAssigner:
+    """Engine-side RNG bookkeeping for one engine lifetime (one run)."""
+
+    def __init__(
+        self, contract: RngContract, defects: Sequence[str], max_draft_len: int
+    ) -> None:
+        self.contract = contract
+        self.defects = frozenset(defects)
+        self.max_draft_len = max_draft_len
+        self._engine_counter = 0
+        self._unseeded_count = 0
+        stride = 1 if "draw-overlap" in self.defects else contract.slot_stride
+        self._layout = replace(contract, slot_stride=stride)
+
+    def seed_for_new_request(self, request_seed: int | None) -> int:
+        """The engine's own seed for an arriving request (used when it has none)."""
+        if request_seed is not None:
+            return request_seed & UINT64_MASK
+        if self.contract.unseeded == "default-seed" or "unseeded-shared-stream" in self.defects:
+            return DEFAULT_SAMPLING_SEED
+        seed = UNSEEDED_SEED_BASE + self._unseeded_count
+        self._unseeded_count += 1
+        return seed
+
+    def assign(self, rows: Sequence[EventRequest]) -> list[AssignedState]:
+        """States for the rows of one kernel call, in kernel-row order."""
+        fallback: int | None = None
+        if "neighbor-unseeded" in self.defects:
+            fallback = next((r.engine_seed for r in rows if r.request_seed is None), None)
+        states = []
+        for row in rows:
+            if "engine-counter" in self.defects:
+                seed, offset = self._engine_counter, 0
+            else:
+                own = row.engine_seed if row.request_seed is None else row.request_seed
+                seed = fallback if fallback is not None else own
+                index = row.index
+                if row.kind == "draft" and "draft-shared-offset" in self.defects:
+                    index = 0
+                offset = self._layout.offset(
+                    row.decoding_iter, row.kind, index, self.max_draft_len
+                )
+            row_default = self.contract.row_subsequence or "row-subsequence" in self.defects
+            states.append(
+                AssignedState(seed & UINT64_MASK, offset, None if row_default else 0)
+            )
+        if rows:
+            self._engine_counter += 1
+        return states
+
+
+class RngBuffers:
+    """The per-slot seed/offset buffers a kernel call reads (as TensorRT-LLM keeps them).
+
+    Sized ``max_num_requests`` under ``warmup-overflow``; otherwise large enough for the
+    largest warmup batch too.
+    """
+
+    def __init__(self, max_num_requests: int, largest_warmup: int, defects: Sequence[str]):
+        capacity = max_num_requests
+        if "warmup-overflow" not in defects:
+            capacity = max(capacity, largest_warmup)
+        self.seeds = torch.zeros(capacity, dtype=torch.int64)
+
+    def fill(self, slots: Sequence[int], states: Sequence[AssignedState]) -> None:
+        """Write one call's seeds at their request slots.
+
+        A slot past the end raises IndexError, as the undersized buffer did in the engine.
+        """
+        for slot, state in zip(slots, states, strict=True):
+            self.seeds[slot] = int64_bits(state.seed)

@@ -1,0 +1,159 @@
+"""The reference engine's sampling calls: probabilities in, tokens, draws and Philox states out.
+
+Every random choice goes through ``specseed.sampling`` (the flashinfer-exact CPU kernels), one
+call per engine kernel launch, with the seed/offset/subsequence tensors the engine filled.
+Greedy rows never reach a kernel: they take the argmax.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from specseed import sampling
+from specseed.engine_adapters.reference.rng_assignment import AssignedState, int64_bits
+
+
+@dataclass(frozen=True)
+class KernelResult:
+    """What one kernel call did for each of its rows."""
+
+    kernel: str
+    tokens: list[list[int]]
+    """Per row: the sampled token, or for ``chain_speculative_sampling`` the emitted tokens."""
+    draws: list[int]
+    subsequences: list[int]
+    """The Philox subsequence each row used (explicit, or the kernel row)."""
+
+
+def probs_from_logits(logits: torch.Tensor, temperatures: Sequence[float]) -> torch.Tensor:
+    """Softmax of ``logits / T`` per row, in float32 (T > 0)."""
+    scale = torch.tensor(list(temperatures), dtype=torch.float32).unsqueeze(-1)
+    return torch.softmax(logits.float() / scale, dim=-1)
+
+
+def filter_probs(probs: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
+    """The distribution flashinfer's joint top-k/top-p kernel samples from, renormalised.
+
+    The kernel accepts token t when fewer than k tokens are strictly more probable than t
+    and their mass is below top_p; ties at the boundary are all kept. Rejection sampling
+    needs this distribution explicitly, for the target and for the draft.
+    """
+    vocab = probs.shape[-1]
+    if (top_k <= 0 or top_k >= vocab) and top_p >= 1.0:
+        return probs
+    sorted_desc, _ = torch.sort(probs, dim=-1, descending=True)
+    ascending_neg = (-sorted_desc).contiguous()
+    # Tokens strictly more probable than each token: the first index of its value in the
+    # descending order.
+    greater_count = torch.searchsorted(ascending_neg, (-probs).contiguous(), right=False)
+    mass_prefix = torch.cumsum(sorted_desc, dim=-1) - sorted_desc
+    greater_mass = torch.gather(mass_prefix, -1, greater_count.clamp(max=vocab - 1))
+    keep = torch.ones_like(probs, dtype=torch.bool)
+    if 0 < top_k < vocab:
+        keep &= greater_count < top_k
+    if top_p < 1.0:
+        keep &= greater_mass < top_p
+    filtered = torch.where(keep, probs, torch.zeros_like(probs))
+    return filtered / filtered.sum(dim=-1, keepdim=True)
+
+
+def _state_tensors(
+    states: Sequence[AssignedState],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    seeds = torch.tensor([int64_bits(s.seed) for s in states], dtype=torch.int64)
+    offsets = torch.tensor([int64_bits(s.offset) for s in states], dtype=torch.int64)
+    if all(s.subsequence is None for s in states):
+        return seeds, offsets, None
+    subsequences = torch.tensor(
+        [row if s.subsequence is None else s.subsequence for row, s in enumerate(states)],
+        dtype=torch.int64,
+    )
+    return seeds, offsets, subsequences
+
+
+def _used_subsequences(states: Sequence[AssignedState]) -> list[int]:
+    return [row if s.subsequence is None else s.subsequence for row, s in enumerate(states)]
+
+
+def _indexing(element0: bool) -> str:
+    return "element0" if element0 else "per_row"
+
+
+def sample(
+    probs: torch.Tensor,
+    top_k: Sequence[int],
+    top_p: Sequence[float],
+    states: Sequence[AssignedState],
+    *,
+    element0: bool,
+) -> KernelResult:
+    """One sampling launch over the rows of ``probs`` (unfiltered, temperature applied)."""
+    seeds, offsets, subsequences = _state_tensors(states)
+    vocab = probs.shape[-1]
+    filtering = any(0 < k < vocab for k in top_k) or any(p < 1.0 for p in top_p)
+    if filtering:
+        kernel = "top_k_top_p_sampling_from_probs"
+        k_arr = torch.tensor([k if 0 < k < vocab else vocab for k in top_k], dtype=torch.int32)
+        p_arr = torch.tensor(list(top_p), dtype=torch.float32)
+        tokens, draws = sampling.top_k_top_p_sampling_from_probs(
+            probs,
+            k_arr,
+            p_arr,
+            filter_apply_order="joint",
+            seed=seeds,
+            offset=offsets,
+            subsequence=subsequences,
+            seed_offset_indexing=_indexing(element0),
+            return_draws=True,
+        )
+    else:
+        kernel = "sampling_from_probs"
+        tokens, draws = sampling.sampling_from_probs(
+            probs,
+            seed=seeds,
+            offset=offsets,
+            subsequence=subsequences,
+            seed_offset_indexing=_indexing(element0),
+            return_draws=True,
+        )
+    return KernelResult(
+        kernel,
+        [[int(t)] for t in tokens.tolist()],
+        [int(d) for d in draws.tolist()],
+        _used_subsequences(states),
+    )
+
+
+def verify(
+    draft_probs: torch.Tensor,
+    draft_ids: torch.Tensor,
+    target_probs: torch.Tensor,
+    states: Sequence[AssignedState],
+    *,
+    element0: bool,
+) -> KernelResult:
+    """One rejection-sampling launch: accepted drafts plus the residual or bonus token per row."""
+    seeds, offsets, subsequences = _state_tensors(states)
+    output, _accepted, emitted, draws = sampling.chain_speculative_sampling(
+        draft_probs,
+        draft_ids,
+        target_probs,
+        seed=seeds,
+        offset=offsets,
+        subsequence=subsequences,
+        seed_offset_indexing=_indexing(element0),
+        return_draws=True,
+    )
+    tokens = [
+        [int(t) for t in row[: int(n) + 1]]
+        for row, n in zip(output.tolist(), emitted.tolist(), strict=True)
+    ]
+    return KernelResult(
+        "chain_speculative_sampling",
+        tokens,
+        [int(d) for d in draws.tolist()],
+        _used_subsequences(states),
+    )
