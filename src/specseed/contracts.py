@@ -171,7 +171,7 @@ TRTLLM_PR17599 = RngContract(
     limitations=(
         Limitation(
             "row-subsequence",
-            ("position-invariance",),
+            ("position-invariance", "batch-invariance", "overlap-invariance", "uptime-invariance"),
             "flashinfer's kernels use the batch row as the Philox subsequence; the PR states "
             "that a seeded request's tokens depend on its row",
         ),

@@ -1,0 +1,27 @@
+"""What every check receives: the scenario, its recorded runs, and the contract held to."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from specseed.contracts import RngContract
+from specseed.scenarios.schema import Scenario
+from specseed.trace import RunTrace
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    """Input of every check: pure data, no engine."""
+
+    scenario: Scenario
+    traces: Mapping[str, RunTrace]
+    """Recorded runs by run name."""
+    contract: RngContract
+    """The RNG layout the audit holds the engine to."""
+
+    def max_draft_len(self, trace: RunTrace) -> int:
+        return int(trace.header.engine_config.get("max_draft_len", 0))  # type: ignore[call-overload]
+
+    def max_num_requests(self, trace: RunTrace) -> int:
+        return int(trace.header.engine_config.get("max_num_requests", 0))  # type: ignore[call-overload]

@@ -1,0 +1,145 @@
+"""Reading evidence out of traces: token positions, the events behind them, and diffs.
+
+Shared by every check family, so that all findings show divergences the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from specseed.checks.findings import Attribution, EventState, StreamSide, TokenDiff
+from specseed.trace import RowRecord, RunTrace, SamplingEvent
+
+DIFF_CONTEXT = 4
+"""Tokens shown before the first divergence (and after it) in a diff."""
+
+
+def event_state(event: SamplingEvent, step: int, decoding_iter: int) -> EventState:
+    return EventState(
+        kind=event.kind,
+        index=event.index,
+        kernel=event.kernel,
+        kernel_row=event.kernel_row,
+        seed=event.seed,
+        subsequence=event.subsequence,
+        offset=event.offset,
+        draws=event.draws,
+        step=step,
+        decoding_iter=decoding_iter,
+    )
+
+
+@dataclass(frozen=True)
+class EmittedAt:
+    """Where an output token of a request came from."""
+
+    step: int
+    row: RowRecord
+    previous: RowRecord | None
+    """The request's row one iteration earlier (it proposed the drafts verified here)."""
+    previous_step: int
+    fingerprint: str
+
+
+def emission_map(trace: RunTrace, request_id: str) -> list[EmittedAt]:
+    """For each output position of a request, the step and row that emitted it."""
+    result: list[EmittedAt] = []
+    previous: RowRecord | None = None
+    previous_step = -1
+    for step, row in trace.rows_of(request_id):
+        if row.discarded:
+            continue
+        for k in range(len(row.emitted)):
+            fingerprint = row.logits_fingerprints[k] if k < len(row.logits_fingerprints) else ""
+            result.append(EmittedAt(step.step, row, previous, previous_step, fingerprint))
+        previous, previous_step = row, step.step
+    return result
+
+
+def events_behind(at: EmittedAt) -> tuple[EventState, ...]:
+    """Sampling events that decided a token: its row's target/accept events and the draft
+    events (one iteration earlier) that proposed the drafts it verified."""
+    own = [
+        event_state(e, at.step, at.row.decoding_iter)
+        for e in at.row.events
+        if e.kind in ("target", "accept")
+    ]
+    drafts: list[EventState] = []
+    if at.previous is not None and at.row.drafts_verified:
+        drafts = [
+            event_state(e, at.previous_step, at.previous.decoding_iter)
+            for e in at.previous.events
+            if e.kind == "draft"
+        ]
+    return tuple(drafts + own)
+
+
+def first_divergence(left: Sequence[int], right: Sequence[int]) -> int | None:
+    """Index of the first differing token (a length difference counts), or None if equal."""
+    for i, (a, b) in enumerate(zip(left, right, strict=False)):
+        if a != b:
+            return i
+    if len(left) != len(right):
+        return min(len(left), len(right))
+    return None
+
+
+def _state_key(events: Sequence[EventState]) -> tuple[tuple[str, int, int, int, int], ...]:
+    return tuple(sorted((e.kind, e.index, e.seed, e.subsequence, e.offset) for e in events))
+
+
+def attribute(left: StreamSide, right: StreamSide) -> Attribution:
+    """Why two sides diverge at a token: RNG state, logits, both, or neither (the sampler)."""
+    rng_differs = _state_key(left.events) != _state_key(right.events)
+    logits_differ = left.logits_fingerprint != right.logits_fingerprint
+    if rng_differs and logits_differ:
+        return "rng-state-and-logits"
+    if rng_differs:
+        return "rng-state"
+    if logits_differ:
+        return "logits"
+    return "sampler"
+
+
+def _side(run: str, tokens: Sequence[int], emitted: list[EmittedAt], position: int) -> StreamSide:
+    start = max(0, position - DIFF_CONTEXT)
+    window = tuple(tokens[start : position + DIFF_CONTEXT + 1])
+    if position < len(emitted):
+        at = emitted[position]
+        return StreamSide(
+            run=run,
+            tokens=window,
+            step=at.step,
+            row=at.row.row,
+            decoding_iter=at.row.decoding_iter,
+            logits_fingerprint=at.fingerprint,
+            events=events_behind(at),
+        )
+    return StreamSide(run, window, -1, -1, -1, "", ())
+
+
+def stream_diff(
+    left: RunTrace,
+    right: RunTrace,
+    request: str,
+    right_request: str | None = None,
+) -> TokenDiff | None:
+    """The first divergence of ``request`` between two runs (or between two requests)."""
+    other = right_request or request
+    left_tokens = left.end.outputs.get(request, ())
+    right_tokens = right.end.outputs.get(other, ())
+    position = first_divergence(left_tokens, right_tokens)
+    if position is None:
+        return None
+    left_side = _side(left.name, left_tokens, emission_map(left, request), position)
+    right_side = _side(right.name, right_tokens, emission_map(right, other), position)
+    return TokenDiff(
+        request=request,
+        position=position,
+        window_start=max(0, position - DIFF_CONTEXT),
+        left=left_side,
+        right=right_side,
+        attribution=attribute(left_side, right_side),
+        right_request=right_request,
+    )

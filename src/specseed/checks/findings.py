@@ -1,0 +1,130 @@
+"""Findings: what a check concludes, with the evidence a user needs to act on it.
+
+All records are frozen dataclasses so reporters can serialise them as they are
+(``dataclasses.asdict``) and never decide a verdict themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Status = Literal["pass", "fail", "known-limitation", "error", "skip"]
+STATUSES: tuple[Status, ...] = ("pass", "fail", "known-limitation", "error", "skip")
+FAILING: frozenset[str] = frozenset({"fail", "error"})
+"""Statuses that make the audit exit 1."""
+
+Attribution = Literal["rng-state", "logits", "rng-state-and-logits", "sampler"]
+ATTRIBUTION_TEXT: dict[str, str] = {
+    "rng-state": "RNG state differs",
+    "logits": "logits differ (numerics)",
+    "rng-state-and-logits": "RNG state and logits differ",
+    "sampler": "same RNG state and logits, yet different token (sampler defect)",
+}
+
+
+@dataclass(frozen=True)
+class Suspect:
+    """A defect class that fits the evidence."""
+
+    defect: str
+    """Defect id from DESIGN.md."""
+    why: str
+    """One line: the evidence that points at it."""
+
+
+@dataclass(frozen=True)
+class EventState:
+    """The Philox state of one sampling event, as shown in diffs and tables."""
+
+    kind: str
+    index: int
+    kernel: str
+    kernel_row: int
+    seed: int
+    subsequence: int
+    offset: int
+    draws: int
+    step: int
+    decoding_iter: int
+
+    def label(self) -> str:
+        name = {"target": "target", "accept": "accept", "draft": "draft"}[self.kind]
+        return f"{name}[{self.index}]" if self.kind != "accept" else name
+
+    def triple(self) -> tuple[int, int, int]:
+        return (self.seed, self.subsequence, self.offset)
+
+
+@dataclass(frozen=True)
+class StreamSide:
+    """One side of a token-stream diff."""
+
+    run: str
+    tokens: tuple[int, ...]
+    """The request's tokens in a window around the first divergence."""
+    step: int
+    """Engine step that emitted the divergent token (-1 if the stream ended before it)."""
+    row: int
+    decoding_iter: int
+    logits_fingerprint: str
+    events: tuple[EventState, ...]
+    """Sampling events behind the divergent token (its step's, and the drafts it verified)."""
+
+
+@dataclass(frozen=True)
+class TokenDiff:
+    """The first divergence of one request between two runs (or two requests of one run)."""
+
+    request: str
+    position: int
+    """Index of the first differing output token."""
+    window_start: int
+    """Output index of ``left.tokens[0]`` and ``right.tokens[0]``."""
+    left: StreamSide
+    right: StreamSide
+    attribution: Attribution
+    right_request: str | None = None
+    """Set when the two sides are different requests of the same run."""
+
+
+@dataclass(frozen=True)
+class OffsetRow:
+    """One sampling event's state: expected by the contract beside observed."""
+
+    request: str
+    run: str
+    step: int
+    decoding_iter: int
+    event: str
+    """``target[j]``, ``accept`` or ``draft[i]``."""
+    expected_seed: int | None
+    expected_subsequence: int | None
+    expected_offset: int
+    seed: int
+    subsequence: int
+    offset: int
+    draws: int
+    mismatch: tuple[str, ...]
+    """Which of seed / subsequence / offset differ from the contract."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What one check concluded about one scenario (one run, or runs compared)."""
+
+    check: str
+    scenario: str
+    status: Status
+    message: str
+    """One line a user reads first."""
+    runs: tuple[str, ...] = ()
+    requests: tuple[str, ...] = ()
+    """Requests the finding is about (the affected ones when it fails)."""
+    suspects: tuple[Suspect, ...] = ()
+    diffs: tuple[TokenDiff, ...] = ()
+    offsets: tuple[OffsetRow, ...] = ()
+    limitation: str | None = None
+    """For known-limitation: the contract's stated reason."""
+    details: tuple[str, ...] = field(default=())
+    """Further evidence lines (exception text, overlapping ranges...)."""

@@ -1,0 +1,276 @@
+"""Comparison checks: a request's tokens must not change with how it was served.
+
+Each check compares the runs a scenario names under ``expect`` (each to the first) and yields
+one finding per expectation, with a diff per diverging request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from specseed.checks.context import CheckContext
+from specseed.checks.evidence import stream_diff
+from specseed.checks.findings import ATTRIBUTION_TEXT, Finding, Suspect, TokenDiff
+from specseed.checks.registry import register
+from specseed.checks.suspects import divergence_suspects, merge
+from specseed.contracts import RngContract
+from specseed.scenarios.schema import Expectation
+from specseed.trace import RequestInfo, RunTrace
+
+RequestFilter = Callable[[RequestInfo], bool]
+
+
+def _seeded_or_greedy(info: RequestInfo) -> bool:
+    return info.seed is not None or info.temperature == 0.0
+
+
+def _any(_: RequestInfo) -> bool:
+    return True
+
+
+def _greedy(info: RequestInfo) -> bool:
+    return info.temperature == 0.0
+
+
+def _excused_by_row(diff: TokenDiff, contract: RngContract, check_id: str) -> bool:
+    """True when the divergence is exactly what a row-subsequence contract allows."""
+    limitation = contract.limitation_for(check_id)
+    if limitation is None or limitation.defect != "row-subsequence":
+        return False
+    if diff.attribution != "rng-state":
+        return False
+    left = {(e.kind, e.index): e for e in diff.left.events}
+    right = {(e.kind, e.index): e for e in diff.right.events}
+    if set(left) != set(right):
+        return False
+    moved = False
+    for key, a in left.items():
+        b = right[key]
+        if (a.seed, a.offset) != (b.seed, b.offset):
+            return False
+        if a.subsequence != a.kernel_row or b.subsequence != b.kernel_row:
+            return False
+        moved |= a.subsequence != b.subsequence
+    return moved
+
+
+def _rows_moved(left: RunTrace, right: RunTrace, request: str) -> bool:
+    """True when a sampled request's events ran at other kernel rows in the two runs."""
+
+    def rows(trace: RunTrace) -> list[int]:
+        return [e.subsequence for _, row in trace.rows_of(request) for e in row.events]
+
+    return rows(left) != rows(right)
+
+
+def _compare(
+    ctx: CheckContext,
+    expectation: Expectation,
+    check_id: str,
+    applies: RequestFilter,
+    varied: str,
+    extra_suspects: Callable[[TokenDiff], list[Suspect]] | None = None,
+) -> Iterator[Finding]:
+    name = ctx.scenario.name
+    traces = [ctx.traces[run] for run in expectation.runs]
+    runs = tuple(expectation.runs)
+    broken = [t.name for t in traces if t.failed]
+    if broken:
+        yield Finding(
+            check=check_id,
+            scenario=name,
+            status="error",
+            message=f"cannot compare {varied}: run {', '.join(broken)} did not complete "
+            "(see runs-complete)",
+            runs=runs,
+        )
+        return
+    base = traces[0]
+    if expectation.requests is not None:
+        requests = list(expectation.requests)
+    else:
+        requests = [
+            info.request_id
+            for info in base.header.requests
+            if info.phase == "scenario"
+            and applies(info)
+            and all(info.request_id in t.end.outputs for t in traces[1:])
+        ]
+    if not requests:
+        yield Finding(
+            check=check_id,
+            scenario=name,
+            status="skip",
+            message=f"no request in {', '.join(runs)} that {check_id} applies to",
+            runs=runs,
+        )
+        return
+    contract = ctx.contract
+    limitation = contract.limitation_for(check_id)
+    diffs: list[TokenDiff] = []
+    excused: list[TokenDiff] = []
+    moved: list[str] = []
+    suspects: list[Suspect] = []
+    for other in traces[1:]:
+        for request in requests:
+            diff = stream_diff(base, other, request)
+            sampled = base.request(request).temperature > 0
+            if diff is None:
+                if limitation is not None and sampled and _rows_moved(base, other, request):
+                    moved.append(request)
+                continue
+            if _excused_by_row(diff, contract, check_id):
+                excused.append(diff)
+                continue
+            diffs.append(diff)
+            suspects.extend(divergence_suspects(diff, base, other, contract))
+            if extra_suspects is not None:
+                suspects.extend(extra_suspects(diff))
+    if diffs:
+        first = diffs[0]
+        yield Finding(
+            check=check_id,
+            scenario=name,
+            status="fail",
+            message=f"{len(diffs)} request streams change with {varied}; "
+            f"{first.request} first diverges at token {first.position} "
+            f"({first.left.run} vs {first.right.run}): {ATTRIBUTION_TEXT[first.attribution]}",
+            runs=runs,
+            requests=tuple(dict.fromkeys(d.request for d in diffs)),
+            suspects=merge(suspects),
+            diffs=tuple(diffs),
+        )
+    elif limitation is not None and (excused or moved):
+        affected = tuple(dict.fromkeys([d.request for d in excused] + moved))
+        what = (
+            f"{len(excused)} streams change with the kernel row"
+            if excused
+            else "rows moved without changing tokens"
+        )
+        yield Finding(
+            check=check_id,
+            scenario=name,
+            status="known-limitation",
+            message=f"{what} ({', '.join(affected)}); {contract.name} makes the subsequence the "
+            "batch row",
+            runs=runs,
+            requests=affected,
+            limitation=limitation.reason,
+            diffs=tuple(excused),
+        )
+    else:
+        yield Finding(
+            check=check_id,
+            scenario=name,
+            status="pass",
+            message=f"{len(requests)} requests identical across {varied} "
+            f"({', '.join(runs)})",
+            runs=runs,
+            requests=tuple(requests),
+        )
+
+
+@register(
+    "run-to-run",
+    kind="comparison",
+    title="Run-to-run equality",
+    description="Serving the same requests the same way twice, each on a fresh engine, gives "
+    "identical tokens for every request, seeded or not.",
+    targets=(),
+)
+def run_to_run(ctx: CheckContext, expectation: Expectation) -> Iterator[Finding]:
+    yield from _compare(ctx, expectation, "run-to-run", _any, "a second identical run")
+
+
+@register(
+    "uptime-invariance",
+    kind="comparison",
+    title="Uptime invariance",
+    description="A seeded or greedy request's tokens do not depend on the traffic the engine "
+    "served before it (warmup batches, earlier requests).",
+    targets=("engine-counter",),
+)
+def uptime_invariance(ctx: CheckContext, expectation: Expectation) -> Iterator[Finding]:
+    yield from _compare(
+        ctx, expectation, "uptime-invariance", _seeded_or_greedy, "engine uptime"
+    )
+
+
+@register(
+    "batch-invariance",
+    kind="comparison",
+    title="Batch-composition invariance",
+    description="A seeded or greedy request's tokens do not depend on which other requests "
+    "share its batch (seeded, unseeded, greedy neighbours) when its own row is unchanged.",
+    targets=("row0-seed", "neighbor-unseeded", "engine-counter"),
+)
+def batch_invariance(ctx: CheckContext, expectation: Expectation) -> Iterator[Finding]:
+    yield from _compare(
+        ctx, expectation, "batch-invariance", _seeded_or_greedy, "batch composition"
+    )
+
+
+@register(
+    "position-invariance",
+    kind="comparison",
+    title="Batch-position invariance",
+    description="A seeded or greedy request's tokens do not depend on its row in the batch.",
+    targets=("row-subsequence",),
+)
+def position_invariance(ctx: CheckContext, expectation: Expectation) -> Iterator[Finding]:
+    yield from _compare(
+        ctx, expectation, "position-invariance", _seeded_or_greedy, "batch position"
+    )
+
+
+@register(
+    "overlap-invariance",
+    kind="comparison",
+    title="Overlap-scheduler invariance",
+    description="A seeded or greedy request's tokens are the same with the overlap scheduler "
+    "on and off.",
+    targets=("overlap-window-reuse",),
+)
+def overlap_invariance(ctx: CheckContext, expectation: Expectation) -> Iterator[Finding]:
+    yield from _compare(
+        ctx, expectation, "overlap-invariance", _seeded_or_greedy, "the overlap scheduler"
+    )
+
+
+def _greedy_drift(diff: TokenDiff) -> list[Suspect]:
+    if diff.attribution in ("logits", "rng-state-and-logits"):
+        return [
+            Suspect(
+                "greedy-drift",
+                f"{diff.request}: the target logits behind token {diff.position} differ "
+                f"({diff.left.logits_fingerprint} in {diff.left.run}, "
+                f"{diff.right.logits_fingerprint} in {diff.right.run}): verification does not "
+                "compute what plain decoding computes",
+            )
+        ]
+    return [
+        Suspect(
+            "greedy-drift",
+            f"{diff.request}: greedy tokens differ at {diff.position} with the same logits: "
+            "verification accepted or emitted the wrong token",
+        )
+    ]
+
+
+@register(
+    "greedy-spec-equivalence",
+    kind="comparison",
+    title="Greedy speculative = greedy non-speculative",
+    description="Greedy requests produce the same tokens with speculation (any verification "
+    "mode) as with max_draft_len 0.",
+    targets=("greedy-drift",),
+)
+def greedy_spec_equivalence(ctx: CheckContext, expectation: Expectation) -> Iterator[Finding]:
+    yield from _compare(
+        ctx,
+        expectation,
+        "greedy-spec-equivalence",
+        _greedy,
+        "speculation",
+        extra_suspects=_greedy_drift,
+    )

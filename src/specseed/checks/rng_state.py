@@ -1,0 +1,262 @@
+"""Checks of recorded Philox states against the contract: offsets, seeds, draw ranges."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+
+from specseed.checks.context import CheckContext
+from specseed.checks.evidence import event_state
+from specseed.checks.findings import EventState, Finding, OffsetRow, Suspect
+from specseed.checks.registry import register
+from specseed.checks.suspects import merge, offset_suspects, overlap_suspect, seed_suspects
+from specseed.contracts import RngContract
+from specseed.trace import RunTrace
+
+MAX_DETAIL_LINES = 8
+
+
+def _scenario_rows(trace: RunTrace):  # type: ignore[no-untyped-def]
+    for step in trace.steps:
+        for row in step.rows:
+            if row.phase == "scenario" and not row.discarded:
+                yield step, row
+
+
+def _shared_unseeded_seeds(trace: RunTrace) -> dict[str, set[int]]:
+    """Unseeded scenario requests whose seed another unseeded request also used."""
+    seeds: dict[str, set[int]] = defaultdict(set)
+    for _step, row in _scenario_rows(trace):
+        if trace.request(row.request_id).seed is None:
+            seeds[row.request_id].update(e.seed for e in row.events)
+    owners: dict[int, set[str]] = defaultdict(set)
+    for request, used in seeds.items():
+        for seed in used:
+            owners[seed].add(request)
+    return {
+        request: {seed for seed in used if len(owners[seed]) > 1}
+        for request, used in seeds.items()
+        if any(len(owners[seed]) > 1 for seed in used) or len(used) > 1
+    }
+
+
+@register(
+    "rng-contract",
+    kind="run",
+    title="RNG state follows the contract",
+    description="Every sampling event's seed, subsequence and offset equal the contract's "
+    "prediction from the request's seed, decoding iteration, event slot and kernel row; "
+    "unseeded requests under a unique-seed contract each keep one seed of their own.",
+    targets=(
+        "engine-counter",
+        "row-subsequence",
+        "overlap-window-reuse",
+        "draft-shared-offset",
+        "unseeded-shared-stream",
+        "neighbor-unseeded",
+        "draw-overlap",
+    ),
+)
+def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
+    contract = ctx.contract
+    max_draft_len = ctx.max_draft_len(trace)
+    shared = _shared_unseeded_seeds(trace) if contract.unseeded == "unique-seed" else {}
+    rows: dict[str, list[OffsetRow]] = defaultdict(list)
+    suspects: list[Suspect] = []
+    mismatched: dict[str, set[str]] = defaultdict(set)
+    events = 0
+    for step, row in _scenario_rows(trace):
+        info = trace.request(row.request_id)
+        for event in row.events:
+            events += 1
+            expected = contract.expected(
+                request_seed=info.seed,
+                decoding_iter=row.decoding_iter,
+                kind=event.kind,
+                index=event.index,
+                max_draft_len=max_draft_len,
+            )
+            expected_subsequence = (
+                event.kernel_row if expected.subsequence is None else expected.subsequence
+            )
+            mismatch = []
+            if expected.seed is not None and event.seed != expected.seed:
+                mismatch.append("seed")
+            if expected.seed is None and event.seed in shared.get(row.request_id, ()):
+                mismatch.append("seed")
+            if event.subsequence != expected_subsequence:
+                mismatch.append("subsequence")
+            if event.offset != expected.offset:
+                mismatch.append("offset")
+            label = event_state(event, step.step, row.decoding_iter).label()
+            rows[row.request_id].append(
+                OffsetRow(
+                    request=row.request_id,
+                    run=trace.name,
+                    step=step.step,
+                    decoding_iter=row.decoding_iter,
+                    event=label,
+                    expected_seed=expected.seed,
+                    expected_subsequence=expected_subsequence,
+                    expected_offset=expected.offset,
+                    seed=event.seed,
+                    subsequence=event.subsequence,
+                    offset=event.offset,
+                    draws=event.draws,
+                    mismatch=tuple(mismatch),
+                )
+            )
+            if not mismatch:
+                continue
+            mismatched[row.request_id].update(mismatch)
+            if "seed" in mismatch:
+                suspects.extend(
+                    seed_suspects(trace, step, row.request_id, event, info.seed, contract)
+                )
+            if "subsequence" in mismatch and event.subsequence == event.kernel_row:
+                suspects.append(
+                    Suspect(
+                        "row-subsequence",
+                        f"{row.request_id} {label} used subsequence {event.subsequence}, its "
+                        f"kernel row; {contract.name} expects {expected_subsequence}",
+                    )
+                )
+            if "offset" in mismatch:
+                suspects.extend(
+                    offset_suspects(event, row.decoding_iter, contract, max_draft_len)
+                )
+    name = ctx.scenario.name
+    if not mismatched:
+        yield Finding(
+            check="rng-contract",
+            scenario=name,
+            status="pass",
+            message=f"{trace.name}: all {events} sampling events follow {contract.name}",
+            runs=(trace.name,),
+        )
+        return
+    bad = sum(1 for table in rows.values() for r in table if r.mismatch)
+    summary = "; ".join(
+        f"{request}: {', '.join(sorted(fields))}" for request, fields in sorted(mismatched.items())
+    )
+    yield Finding(
+        check="rng-contract",
+        scenario=name,
+        status="fail",
+        message=f"{trace.name}: {bad} of {events} sampling events differ from {contract.name} "
+        f"({summary})",
+        runs=(trace.name,),
+        requests=tuple(sorted(mismatched)),
+        suspects=merge(suspects),
+        offsets=tuple(r for request in sorted(mismatched) for r in rows[request]),
+    )
+
+
+def _matches_contract(
+    event: EventState, request_seed: int | None, contract: RngContract, max_draft_len: int
+) -> bool:
+    expected = contract.expected(
+        request_seed=request_seed,
+        decoding_iter=event.decoding_iter,
+        kind=event.kind,  # type: ignore[arg-type]
+        index=event.index,
+        max_draft_len=max_draft_len,
+    )
+    subsequence = event.kernel_row if expected.subsequence is None else expected.subsequence
+    return (
+        (expected.seed is None or event.seed == expected.seed)
+        and event.subsequence == subsequence
+        and event.offset == expected.offset
+    )
+
+
+def overlapping_pairs(events: list[EventState]) -> list[tuple[EventState, EventState]]:
+    """Pairs of events with the same seed and subsequence whose offset ranges intersect."""
+    groups: dict[tuple[int, int], list[EventState]] = defaultdict(list)
+    for event in events:
+        if event.draws > 0:
+            groups[(event.seed, event.subsequence)].append(event)
+    pairs = []
+    for group in groups.values():
+        group.sort(key=lambda e: (e.offset, e.step))
+        for i, first in enumerate(group):
+            end = first.offset + first.draws
+            for second in group[i + 1 :]:
+                if second.offset >= end:
+                    break
+                pairs.append((first, second))
+    return pairs
+
+
+@register(
+    "draw-ranges-disjoint",
+    kind="run",
+    title="Draw ranges disjoint",
+    description="No two sampling events of one request read overlapping (seed, subsequence, "
+    "offset .. offset + draws) ranges, so no random number is used twice.",
+    targets=("draw-overlap", "draft-shared-offset", "overlap-window-reuse"),
+)
+def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
+    contract = ctx.contract
+    max_draft_len = ctx.max_draft_len(trace)
+    per_request: dict[str, list[EventState]] = defaultdict(list)
+    for step, row in _scenario_rows(trace):
+        for event in row.events:
+            per_request[row.request_id].append(event_state(event, step.step, row.decoding_iter))
+    violations: list[tuple[str, EventState, EventState]] = []
+    excused: list[tuple[str, EventState, EventState]] = []
+    limitation = contract.limitation_for("draw-ranges-disjoint")
+    for request, events in per_request.items():
+        seed = trace.request(request).seed
+        for first, second in overlapping_pairs(events):
+            if limitation is not None and all(
+                _matches_contract(e, seed, contract, max_draft_len) for e in (first, second)
+            ):
+                excused.append((request, first, second))
+            else:
+                violations.append((request, first, second))
+    name = ctx.scenario.name
+
+    def describe(items: list[tuple[str, EventState, EventState]]) -> tuple[str, ...]:
+        return tuple(
+            f"{request}: {a.label()} (iteration {a.decoding_iter}, step {a.step}) reads offsets "
+            f"{a.offset}..{a.offset + a.draws - 1} and {b.label()} (iteration "
+            f"{b.decoding_iter}, step {b.step}) reads {b.offset}..{b.offset + b.draws - 1} of "
+            f"seed {a.seed}, subsequence {a.subsequence}"
+            for request, a, b in items[:MAX_DETAIL_LINES]
+        )
+
+    if violations:
+        yield Finding(
+            check="draw-ranges-disjoint",
+            scenario=name,
+            status="fail",
+            message=f"{trace.name}: {len(violations)} pairs of sampling events read the same "
+            f"random numbers ({', '.join(sorted({r for r, _, _ in violations}))})",
+            runs=(trace.name,),
+            requests=tuple(sorted({r for r, _, _ in violations})),
+            suspects=merge(overlap_suspect(a, b) for _, a, b in violations),
+            details=describe(violations),
+        )
+    elif limitation is not None:
+        seen = f"{len(excused)} overlaps where the contract puts them" if excused else "no overlap"
+        yield Finding(
+            check="draw-ranges-disjoint",
+            scenario=name,
+            status="known-limitation",
+            message=f"{trace.name}: {seen}; {contract.name} does not keep draw ranges disjoint",
+            runs=(trace.name,),
+            requests=tuple(sorted({r for r, _, _ in excused})),
+            limitation=limitation.reason,
+            details=describe(excused),
+        )
+    else:
+        total = sum(len(v) for v in per_request.values())
+        yield Finding(
+            check="draw-ranges-disjoint",
+            scenario=name,
+            status="pass",
+            message=f"{trace.name}: {total} sampling events of {len(per_request)} requests read "
+            "disjoint ranges",
+            runs=(trace.name,),
+        )

@@ -1,0 +1,71 @@
+"""Run-level health: every run, warmup batches above ``max_num_requests`` included, completes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from specseed.checks.context import CheckContext
+from specseed.checks.findings import Finding, Suspect
+from specseed.checks.registry import register
+from specseed.trace import RunTrace
+
+
+@register(
+    "runs-complete",
+    kind="run",
+    title="Runs complete",
+    description="Every run finishes without an engine error, including warmup batches larger "
+    "than max_num_requests.",
+    targets=("warmup-overflow",),
+)
+def runs_complete(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
+    limit = ctx.max_num_requests(trace)
+    failure = trace.end.failure
+    scenario = ctx.scenario.name
+    if failure is None:
+        above = [size for size in _warmup_sizes(trace) if size > limit]
+        extra = f", warmup batches {above} above max_num_requests {limit}" if above else ""
+        yield Finding(
+            check="runs-complete",
+            scenario=scenario,
+            status="pass",
+            message=f"{trace.name} completed in {len(trace.steps)} steps{extra}",
+            runs=(trace.name,),
+        )
+        return
+    suspects = []
+    if failure.batch_size > limit:
+        suspects.append(
+            Suspect(
+                "warmup-overflow",
+                f"the engine failed while running a {failure.phase} batch of "
+                f"{failure.batch_size} rows, above max_num_requests {limit}: buffers sized "
+                "max_num_requests cannot hold it",
+            )
+        )
+    yield Finding(
+        check="runs-complete",
+        scenario=scenario,
+        status="fail",
+        message=(
+            f"{trace.name} crashed at step {failure.step} ({failure.phase}, batch of "
+            f"{failure.batch_size}): {failure.exception}: {failure.message}"
+        ),
+        runs=(trace.name,),
+        suspects=tuple(suspects),
+        details=(f"{failure.exception}: {failure.message}",),
+    )
+
+
+def _warmup_sizes(trace: RunTrace) -> list[int]:
+    """Sizes of the warmup batches as run: the rows of each warmup batch's first step."""
+    sizes: list[int] = []
+    seen: set[str] = set()
+    for step in trace.steps:
+        if step.phase != "warmup" or not step.rows:
+            continue
+        batch = step.rows[0].request_id.split("-")[0]
+        if batch not in seen:
+            seen.add(batch)
+            sizes.append(len(step.rows))
+    return sizes

@@ -1,0 +1,200 @@
+"""Checks between requests of one run: distinct seeds, and unseeded requests, get streams of
+their own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import combinations
+
+from specseed.checks.context import CheckContext
+from specseed.checks.evidence import event_state
+from specseed.checks.findings import EventState, Finding, Suspect
+from specseed.checks.registry import register
+from specseed.checks.suspects import merge, seed_suspects
+from specseed.trace import RequestInfo, RunTrace, SamplingEvent, StepRecord
+
+MIN_TOKENS_FOR_IDENTITY = 8
+"""Shorter identical streams prove nothing: peaked distributions repeat short outputs."""
+
+
+def _events(trace: RunTrace, request: str) -> list[tuple[EventState, StepRecord, SamplingEvent]]:
+    out = []
+    for step, row in trace.rows_of(request):
+        if row.discarded:
+            continue
+        for event in row.events:
+            out.append((event_state(event, step.step, row.decoding_iter), step, event))
+    return out
+
+
+Located = tuple[EventState, StepRecord, SamplingEvent]
+
+
+def _shared_states(trace: RunTrace, a: str, b: str) -> list[tuple[Located, Located]]:
+    """Events of ``a`` and ``b`` that start at the same (seed, subsequence, offset)."""
+    index = {item[0].triple(): item for item in _events(trace, b) if item[0].draws > 0}
+    return [(item, index[item[0].triple()]) for item in _events(trace, a) if item[0].triple() in index]
+
+
+def _same_setup(x: RequestInfo, y: RequestInfo) -> bool:
+    return (x.prompt_ids, x.temperature, x.top_k, x.top_p) == (
+        y.prompt_ids,
+        y.temperature,
+        y.top_k,
+        y.top_p,
+    )
+
+
+def _identical_outputs(trace: RunTrace, x: RequestInfo, y: RequestInfo) -> bool:
+    a = trace.end.outputs.get(x.request_id, ())
+    b = trace.end.outputs.get(y.request_id, ())
+    n = min(len(a), len(b))
+    return n >= MIN_TOKENS_FOR_IDENTITY and a[:n] == b[:n] and _same_setup(x, y)
+
+
+def _scenario_requests(trace: RunTrace) -> list[RequestInfo]:
+    return [r for r in trace.header.requests if r.phase == "scenario"]
+
+
+def _pair_evidence(
+    trace: RunTrace, x: RequestInfo, y: RequestInfo
+) -> tuple[list[tuple[Located, Located]], bool]:
+    return _shared_states(trace, x.request_id, y.request_id), _identical_outputs(trace, x, y)
+
+
+@register(
+    "distinct-seeds",
+    kind="run",
+    title="Distinct seeds, distinct streams",
+    description="Seeded requests with different seeds draw from different Philox streams, and "
+    "two such requests with the same prompt produce different tokens.",
+    targets=("row0-seed", "engine-counter", "neighbor-unseeded"),
+)
+def distinct_seeds(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
+    seeded = [r for r in _scenario_requests(trace) if r.seed is not None and r.temperature > 0]
+    pairs = [(x, y) for x, y in combinations(seeded, 2) if x.seed != y.seed]
+    if not pairs or trace.failed:
+        return
+    problems: list[str] = []
+    suspects: list[Suspect] = []
+    affected: set[str] = set()
+    for x, y in pairs:
+        shared, identical = _pair_evidence(trace, x, y)
+        if shared:
+            (a, _, _), _ = shared[0]
+            problems.append(
+                f"{x.request_id} (seed {x.seed}) and {y.request_id} (seed {y.seed}) both drew "
+                f"from seed {a.seed}, subsequence {a.subsequence}, offset {a.offset} "
+                f"({len(shared)} events)"
+            )
+            for (_, step, event), request in zip(shared[0], (x, y), strict=True):
+                suspects.extend(
+                    seed_suspects(trace, step, request.request_id, event, request.seed, ctx.contract)
+                )
+            affected.update((x.request_id, y.request_id))
+        elif identical:
+            problems.append(
+                f"{x.request_id} (seed {x.seed}) and {y.request_id} (seed {y.seed}) have the same "
+                f"prompt and produced identical tokens, though their recorded states differ"
+            )
+            suspects.append(
+                Suspect(
+                    "row0-seed",
+                    f"{x.request_id} and {y.request_id} recorded different seeds yet drew the "
+                    "same numbers: the kernel read one row's seed for every row",
+                )
+            )
+            affected.update((x.request_id, y.request_id))
+    if not problems:
+        yield Finding(
+            check="distinct-seeds",
+            scenario=ctx.scenario.name,
+            status="pass",
+            message=f"{trace.name}: {len(pairs)} pairs of differently seeded requests drew from "
+            "different streams",
+            runs=(trace.name,),
+        )
+        return
+    yield Finding(
+        check="distinct-seeds",
+        scenario=ctx.scenario.name,
+        status="fail",
+        message=f"{trace.name}: {len(problems)} pairs of differently seeded requests share "
+        "random numbers",
+        runs=(trace.name,),
+        requests=tuple(sorted(affected)),
+        suspects=merge(suspects),
+        details=tuple(problems),
+    )
+
+
+@register(
+    "unseeded-independence",
+    kind="run",
+    title="Unseeded requests independent",
+    description="Unseeded requests each draw from a stream of their own: none shares a "
+    "(seed, subsequence, offset) with another, and two with the same prompt produce "
+    "different tokens.",
+    targets=("unseeded-shared-stream",),
+)
+def unseeded_independence(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
+    unseeded = [r for r in _scenario_requests(trace) if r.seed is None and r.temperature > 0]
+    pairs = list(combinations(unseeded, 2))
+    if not pairs or trace.failed:
+        return
+    contract = ctx.contract
+    limitation = contract.limitation_for("unseeded-independence")
+    problems: list[str] = []
+    affected: set[str] = set()
+    for x, y in pairs:
+        shared, identical = _pair_evidence(trace, x, y)
+        if shared or identical:
+            a = shared[0][0][0] if shared else None
+            where = (
+                f"both drew from seed {a.seed}, subsequence {a.subsequence}, offset {a.offset}"
+                if a is not None
+                else "produced identical tokens"
+            )
+            same = " (same prompt, identical tokens)" if identical else ""
+            problems.append(f"{x.request_id} and {y.request_id} {where}{same}")
+            affected.update((x.request_id, y.request_id))
+    name = ctx.scenario.name
+    if limitation is not None:
+        seen = f"{len(problems)} pairs share a stream" if problems else "no shared stream"
+        yield Finding(
+            check="unseeded-independence",
+            scenario=name,
+            status="known-limitation",
+            message=f"{trace.name}: {seen}; {contract.name} does not give unseeded requests "
+            "streams of their own",
+            runs=(trace.name,),
+            requests=tuple(sorted(affected)),
+            limitation=limitation.reason,
+            details=tuple(problems),
+        )
+        return
+    if not problems:
+        yield Finding(
+            check="unseeded-independence",
+            scenario=name,
+            status="pass",
+            message=f"{trace.name}: {len(unseeded)} unseeded requests drew from streams of "
+            "their own",
+            runs=(trace.name,),
+        )
+        return
+    yield Finding(
+        check="unseeded-independence",
+        scenario=name,
+        status="fail",
+        message=f"{trace.name}: {len(problems)} pairs of unseeded requests share random numbers",
+        runs=(trace.name,),
+        requests=tuple(sorted(affected)),
+        suspects=(
+            Suspect(
+                "unseeded-shared-stream",
+                "unseeded requests on fresh slots were given the same (seed, offset) stream",
+            ),
+        ),
+        details=tuple(problems),
+    )

@@ -1,0 +1,285 @@
+"""From evidence to suspects: which known defect classes fit what a check saw.
+
+Each rule reads recorded states only (never engine internals) and returns a ``Suspect`` with
+one line of why, so that users read the most likely cause first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from specseed.checks.findings import EventState, Suspect, TokenDiff
+from specseed.contracts import DEFAULT_SAMPLING_SEED, RngContract
+from specseed.trace import RunTrace, SamplingEvent, StepRecord
+
+
+def merge(suspects: Iterable[Suspect]) -> tuple[Suspect, ...]:
+    """Suspects without repeats (first reason kept), in order of first appearance."""
+    seen: dict[str, Suspect] = {}
+    for suspect in suspects:
+        seen.setdefault(suspect.defect, suspect)
+    return tuple(seen.values())
+
+
+def _call_key(event: SamplingEvent | EventState) -> tuple[str, int]:
+    """Events of one step with the same key ran in one kernel call."""
+    return (event.kind, event.index if event.kind == "draft" else 0)
+
+
+def call_row0(step: StepRecord, event: SamplingEvent | EventState) -> tuple[str, int] | None:
+    """(request id, seed) at kernel row 0 of the call that ran ``event`` in ``step``."""
+    for row in step.rows:
+        for other in row.events:
+            if _call_key(other) == _call_key(event) and other.kernel_row == 0:
+                return row.request_id, other.seed
+    return None
+
+
+def unseeded_in_call(
+    trace: RunTrace, step: StepRecord, event: SamplingEvent
+) -> list[tuple[str, int]]:
+    """Unseeded requests (id, recorded seed) that ran in the same kernel call as ``event``."""
+    found = []
+    for row in step.rows:
+        info = _info(trace, row.request_id)
+        if info is not None and info.seed is not None:
+            continue
+        for other in row.events:
+            if _call_key(other) == _call_key(event):
+                found.append((row.request_id, other.seed))
+    return found
+
+
+def _info(trace: RunTrace, request_id: str):  # type: ignore[no-untyped-def]
+    try:
+        return trace.request(request_id)
+    except KeyError:
+        return None
+
+
+def seed_suspects(
+    trace: RunTrace,
+    step: StepRecord,
+    request_id: str,
+    event: SamplingEvent,
+    request_seed: int | None,
+    contract: RngContract,
+) -> list[Suspect]:
+    """Why a request's event carries a seed other than the contract's."""
+    suspects: list[Suspect] = []
+    if request_seed is None:
+        if event.seed == DEFAULT_SAMPLING_SEED and contract.unseeded == "unique-seed":
+            suspects.append(
+                Suspect(
+                    "unseeded-shared-stream",
+                    f"unseeded request {request_id} sampled with the default seed "
+                    f"{DEFAULT_SAMPLING_SEED}, which every unseeded request shares",
+                )
+            )
+        return suspects
+    neighbours = [
+        (rid, seed) for rid, seed in unseeded_in_call(trace, step, event) if rid != request_id
+    ]
+    if any(seed == event.seed for _, seed in neighbours):
+        rid = next(r for r, seed in neighbours if seed == event.seed)
+        suspects.append(
+            Suspect(
+                "neighbor-unseeded",
+                f"{request_id} asked for seed {request_seed} but sampled with seed {event.seed}, "
+                f"the engine's seed of unseeded request {rid} in the same kernel call",
+            )
+        )
+    if event.offset == 0 or not neighbours:
+        suspects.append(
+            Suspect(
+                "engine-counter",
+                f"{request_id} asked for seed {request_seed} but sampled with seed {event.seed} "
+                f"at offset {event.offset}: the seed comes from the engine, not the request",
+            )
+        )
+    return suspects
+
+
+def offset_suspects(
+    event: SamplingEvent,
+    decoding_iter: int,
+    contract: RngContract,
+    max_draft_len: int,
+) -> list[Suspect]:
+    """Why an event's offset differs from the contract's prediction."""
+    suspects: list[Suspect] = []
+    stale = (
+        contract.offset(decoding_iter - 1, event.kind, event.index, max_draft_len)
+        if decoding_iter > 0
+        else None
+    )
+    if stale is not None and event.offset == stale:
+        suspects.append(
+            Suspect(
+                "overlap-window-reuse",
+                f"iteration {decoding_iter} sampled at offset {event.offset}, the window of "
+                f"iteration {decoding_iter - 1}: the iteration count read was one behind",
+            )
+        )
+    if event.kind == "draft" and event.index > 0:
+        first = contract.offset(decoding_iter, "draft", 0, max_draft_len)
+        if event.offset == first:
+            suspects.append(
+                Suspect(
+                    "draft-shared-offset",
+                    f"draft step {event.index} sampled at offset {event.offset}, the offset of "
+                    "draft step 0",
+                )
+            )
+    if contract.slot_stride > 1:
+        narrow = replace(contract, slot_stride=1)
+        if event.offset == narrow.offset(decoding_iter, event.kind, event.index, max_draft_len):
+            suspects.append(
+                Suspect(
+                    "draw-overlap",
+                    f"offset {event.offset} puts the slots of an iteration one draw apart, so "
+                    "a kernel that draws more than once reads into the next slot",
+                )
+            )
+    return suspects
+
+
+def overlap_suspect(first: EventState, second: EventState) -> Suspect:
+    """The defect that best explains two overlapping draw ranges of one request."""
+    if (
+        first.kind == second.kind == "draft"
+        and first.decoding_iter == second.decoding_iter
+        and first.offset == second.offset
+    ):
+        return Suspect(
+            "draft-shared-offset",
+            f"draft steps {first.index} and {second.index} of iteration {first.decoding_iter} "
+            f"read the same offset {first.offset}",
+        )
+    if (
+        first.decoding_iter != second.decoding_iter
+        and first.kind == second.kind
+        and first.index == second.index
+        and first.offset == second.offset
+    ):
+        return Suspect(
+            "overlap-window-reuse",
+            f"iterations {first.decoding_iter} and {second.decoding_iter} read the same window "
+            f"(offset {first.offset})",
+        )
+    return Suspect(
+        "draw-overlap",
+        f"{first.label()} at iteration {first.decoding_iter} reads offsets "
+        f"{first.offset}..{first.offset + first.draws - 1}, into {second.label()} at "
+        f"{second.offset}",
+    )
+
+
+def divergence_suspects(
+    diff: TokenDiff,
+    left: RunTrace,
+    right: RunTrace,
+    contract: RngContract,
+) -> list[Suspect]:
+    """Defects that fit the first divergence of a request between two runs."""
+    suspects: list[Suspect] = []
+    request_seed = left.request(diff.request).seed if _info(left, diff.request) else None
+    left_events = {(e.kind, e.index): e for e in diff.left.events}
+    right_events = {(e.kind, e.index): e for e in diff.right.events}
+    for key in sorted(set(left_events) & set(right_events)):
+        a, b = left_events[key], right_events[key]
+        if a.seed != b.seed:
+            odd = [e for e in (a, b) if request_seed is not None and e.seed != request_seed]
+            for e in odd:
+                trace = left if e is a else right
+                step = _step(trace, e.step)
+                event = _as_event(e)
+                if step is not None:
+                    suspects.extend(
+                        seed_suspects(trace, step, diff.request, event, request_seed, contract)
+                    )
+            if not odd:
+                suspects.append(
+                    Suspect(
+                        "engine-counter",
+                        f"{a.label()} sampled with seed {a.seed} in {diff.left.run} and "
+                        f"{b.seed} in {diff.right.run}",
+                    )
+                )
+        if a.subsequence != b.subsequence:
+            suspects.append(
+                Suspect(
+                    "row-subsequence",
+                    f"{a.label()} used subsequence {a.subsequence} (kernel row {a.kernel_row}) "
+                    f"in {diff.left.run} and {b.subsequence} (kernel row {b.kernel_row}) in "
+                    f"{diff.right.run}",
+                )
+            )
+        if a.offset != b.offset:
+            for e, trace in ((a, left), (b, right)):
+                suspects.extend(
+                    offset_suspects(_as_event(e), e.decoding_iter, contract, _max_draft_len(trace))
+                )
+    if diff.attribution == "sampler":
+        suspects.extend(_sampler_suspects(diff, left, right))
+    return suspects
+
+
+def _sampler_suspects(diff: TokenDiff, left: RunTrace, right: RunTrace) -> list[Suspect]:
+    """Same recorded state and logits, different token: the kernel read another row's state."""
+    found: list[Suspect] = []
+    for side, trace in ((diff.left, left), (diff.right, right)):
+        for event in side.events:
+            if event.kernel_row == 0:
+                continue
+            step = _step(trace, event.step)
+            row0 = call_row0(step, event) if step is not None else None
+            if row0 is not None and row0[1] != event.seed:
+                found.append(
+                    Suspect(
+                        "row0-seed",
+                        f"in {side.run}, {event.label()} sat at kernel row {event.kernel_row} "
+                        f"with seed {event.seed}; row 0 of that call ({row0[0]}) had seed "
+                        f"{row0[1]}: a kernel reading element 0 draws from that seed",
+                    )
+                )
+                return found
+    found.append(
+        Suspect(
+            "row0-seed",
+            "the recorded seed, subsequence, offset and logits match on both sides, yet the "
+            "token differs: the kernel did not use the state the engine recorded",
+        )
+    )
+    return found
+
+
+def _step(trace: RunTrace, number: int) -> StepRecord | None:
+    for step in trace.steps:
+        if step.step == number:
+            return step
+    return None
+
+
+def _max_draft_len(trace: RunTrace) -> int:
+    return int(trace.header.engine_config.get("max_draft_len", 0))  # type: ignore[call-overload]
+
+
+def _as_event(state: EventState) -> SamplingEvent:
+    return SamplingEvent(
+        kind=state.kind,  # type: ignore[arg-type]
+        index=state.index,
+        kernel=state.kernel,
+        kernel_row=state.kernel_row,
+        seed=state.seed,
+        subsequence=state.subsequence,
+        offset=state.offset,
+        draws=state.draws,
+    )
+
+
+def describe_states(events: Sequence[EventState]) -> str:
+    return ", ".join(
+        f"{e.label()}=(seed {e.seed}, subseq {e.subsequence}, offset {e.offset})" for e in events
+    )

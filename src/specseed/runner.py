@@ -1,0 +1,319 @@
+"""The audit runner: resolves model.yaml and scenarios into run plans, drives the engine
+adapter, streams traces, and applies the checks.
+
+It emits events (``AuditEvent``) for reporters to show progress; it never prints and never
+decides how results look. Validation happens entirely before the engine is loaded.
+"""
+
+from __future__ import annotations
+
+import difflib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from specseed.checks import CHECKS
+from specseed.checks.context import CheckContext
+from specseed.checks.findings import FAILING, Finding
+from specseed.checks.registry import checks_of_kind
+from specseed.contracts import get_contract
+from specseed.engine_adapters.base import EngineAdapter, EngineSettings, RequestPlan, RunPlan
+from specseed.engine_adapters.registry import load_adapter_class
+from specseed.errors import EngineError, ScenarioError
+from specseed.scenarios.loader import LoadedScenario, resolve_scenarios
+from specseed.scenarios.schema import AuditConfig, EngineConfig, RunSpec, Scenario
+from specseed.trace import RunTrace, TraceRecorder, TraceWriter
+
+
+@dataclass(frozen=True)
+class PlannedScenario:
+    """A validated scenario with its runs resolved against the engine configuration."""
+
+    loaded: LoadedScenario
+    plans: tuple[RunPlan, ...]
+
+    @property
+    def scenario(self) -> Scenario:
+        return self.loaded.scenario
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    """A scenario's recorded runs and the findings of every check on them."""
+
+    scenario: Scenario
+    source: str
+    traces: dict[str, RunTrace]
+    findings: tuple[Finding, ...]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """Everything an audit produced; reporters render it, the CLI maps it to an exit code."""
+
+    config: AuditConfig
+    contract: str
+    scenarios: tuple[ScenarioResult, ...]
+    environment: dict[str, str]
+    seconds: float
+    command: str = ""
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [f for s in self.scenarios for f in s.findings]
+
+    @property
+    def verdict(self) -> str:
+        """``fail`` when any finding fails or errors, else ``pass``."""
+        return "fail" if any(f.status in FAILING for f in self.findings) else "pass"
+
+
+# -- events for reporters -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AuditStarted:
+    scenarios: int
+    runs: int
+    engine: str
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    scenario: str
+    run: str
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    scenario: str
+    run: str
+    seconds: float
+    failed: bool
+
+
+@dataclass(frozen=True)
+class ScenarioChecked:
+    result: ScenarioResult
+
+
+AuditEvent = AuditStarted | RunStarted | RunFinished | ScenarioChecked
+EventHandler = Callable[[AuditEvent], None]
+
+
+# -- planning -----------------------------------------------------------------------------
+
+
+def _resolve_path(path: Path | None, base_dir: Path) -> Path | None:
+    if path is None:
+        return None
+    return path if path.is_absolute() else (base_dir / path)
+
+
+def base_settings(engine: EngineConfig, base_dir: Path) -> EngineSettings:
+    """Engine settings from model.yaml's ``engine`` section (paths relative to model.yaml)."""
+    return EngineSettings(
+        name=engine.name,
+        device=engine.device,
+        max_num_requests=engine.max_num_requests,
+        max_draft_len=engine.max_draft_len,
+        verification=engine.verification,
+        overlap_scheduler=engine.overlap_scheduler,
+        checkpoint=_resolve_path(engine.checkpoint, base_dir),
+        draft_checkpoint=_resolve_path(engine.draft_checkpoint, base_dir),
+        model_seed=engine.model_seed,
+        rng_profile=engine.effective_rng_profile,
+        defects=tuple(engine.defects),
+    )
+
+
+def _run_settings(base: EngineSettings, run: RunSpec) -> EngineSettings:
+    overrides = run.engine
+    return EngineSettings(
+        **{
+            **base.__dict__,
+            **{
+                key: value
+                for key, value in (
+                    ("max_num_requests", overrides.max_num_requests),
+                    ("max_draft_len", overrides.max_draft_len),
+                    ("verification", overrides.verification),
+                    ("overlap_scheduler", overrides.overlap_scheduler),
+                )
+                if value is not None
+            },
+        }
+    )
+
+
+def _prior_traffic(run: RunSpec) -> tuple[RequestPlan, ...]:
+    prior = run.prior_traffic
+    if prior is None:
+        return ()
+    return tuple(
+        RequestPlan(
+            request_id=f"prior-{i}",
+            prompt=f"earlier traffic, request {i}",
+            seed=1000 + i if prior.seeded else None,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            max_tokens=prior.max_tokens,
+            phase="prior",
+        )
+        for i in range(prior.requests)
+    )
+
+
+def plan_run(scenario: Scenario, run: RunSpec, base: EngineSettings) -> RunPlan:
+    """One run of a scenario, resolved against the engine settings."""
+    settings = _run_settings(base, run)
+    requests = []
+    for name in run.requests:
+        spec = scenario.resolved_request(name)
+        requests.append(
+            RequestPlan(
+                request_id=name,
+                prompt=tuple(spec.prompt) if isinstance(spec.prompt, list) else spec.prompt,
+                seed=spec.seed,
+                temperature=spec.temperature,
+                top_k=spec.top_k,
+                top_p=spec.top_p,
+                max_tokens=spec.max_tokens,
+                arrival_step=run.arrivals.get(name, 0),
+            )
+        )
+    return RunPlan(
+        scenario=scenario.name,
+        run=run.name,
+        settings=settings,
+        requests=tuple(requests),
+        warmup_batches=tuple(run.warmup_sizes(settings.max_num_requests)),
+        prior_traffic=_prior_traffic(run),
+    )
+
+
+def _check_skip_list(config: AuditConfig, source: str) -> None:
+    problems = []
+    for check_id in config.checks.skip:
+        if check_id not in CHECKS:
+            close = difflib.get_close_matches(check_id, list(CHECKS), n=1)
+            fix = f"Did you mean '{close[0]}'?" if close else "See `specseed checks`."
+            problems.append(f"{source}: checks.skip: unknown check '{check_id}'. {fix}")
+    if problems:
+        raise ScenarioError(f"{source} does not validate", problems)
+
+
+def plan_audit(config: AuditConfig, base_dir: Path, source: str = "model.yaml") -> list[PlannedScenario]:
+    """Validate every scenario and resolve every run; raises ``ScenarioError`` on bad input."""
+    _check_skip_list(config, source)
+    base = base_settings(config.engine, base_dir)
+    return [
+        PlannedScenario(item, tuple(plan_run(item.scenario, run, base) for run in item.scenario.runs))
+        for item in resolve_scenarios(config.scenarios, base_dir)
+    ]
+
+
+# -- running ------------------------------------------------------------------------------
+
+
+def evaluate(
+    scenario: Scenario, traces: dict[str, RunTrace], contract_name: str, skip: Sequence[str] = ()
+) -> list[Finding]:
+    """Apply every check to a scenario's recorded runs (pure: no engine involved)."""
+    ctx = CheckContext(scenario=scenario, traces=traces, contract=get_contract(contract_name))
+    findings: list[Finding] = []
+
+    def guarded(check_id: str, produce: Callable[[], list[Finding]]) -> None:
+        if check_id in skip:
+            findings.append(
+                Finding(check_id, scenario.name, "skip", "skipped by model.yaml checks.skip")
+            )
+            return
+        try:
+            findings.extend(produce())
+        except Exception as exc:  # a broken check must not hide the others
+            findings.append(
+                Finding(
+                    check_id,
+                    scenario.name,
+                    "error",
+                    f"the check itself failed: {type(exc).__name__}: {exc}",
+                )
+            )
+
+    for spec in checks_of_kind("run"):
+        for trace in traces.values():
+            guarded(spec.id, lambda spec=spec, trace=trace: list(spec.func(ctx, trace)))  # type: ignore[misc]
+    for expectation in scenario.expect:
+        spec = CHECKS[expectation.check]
+        guarded(spec.id, lambda spec=spec, e=expectation: list(spec.func(ctx, e)))  # type: ignore[misc]
+    return findings
+
+
+def create_adapter(settings: EngineSettings) -> EngineAdapter:
+    """Load the engine (heavy: imports torch and the model). Raises ``EngineError``."""
+    adapter_class = load_adapter_class(settings.name)
+    adapter = adapter_class(settings)
+    if not isinstance(adapter, EngineAdapter):
+        raise EngineError(f"{adapter_class!r} is not an EngineAdapter")
+    return adapter
+
+
+def run_audit(
+    config: AuditConfig,
+    planned: Sequence[PlannedScenario],
+    base_dir: Path,
+    *,
+    trace_dir: Path | None = None,
+    on_event: EventHandler | None = None,
+    adapter: EngineAdapter | None = None,
+    command: str = "",
+) -> AuditResult:
+    """Serve every planned run and check the results."""
+    emit = on_event or (lambda _event: None)
+    started = time.perf_counter()
+    total = sum(len(p.plans) for p in planned)
+    emit(AuditStarted(scenarios=len(planned), runs=total, engine=config.engine.name))
+    engine = adapter or create_adapter(base_settings(config.engine, base_dir))
+    results = []
+    try:
+        for item in planned:
+            scenario_started = time.perf_counter()
+            traces: dict[str, RunTrace] = {}
+            for plan in item.plans:
+                emit(RunStarted(plan.scenario, plan.run))
+                writer = (
+                    TraceWriter(trace_dir / plan.scenario / f"{plan.run}.jsonl")
+                    if trace_dir is not None
+                    else None
+                )
+                trace = engine.run(plan, TraceRecorder(writer))
+                traces[plan.run] = trace
+                emit(RunFinished(plan.scenario, plan.run, trace.end.seconds, trace.failed))
+            findings = evaluate(
+                item.scenario, traces, config.engine.contract, config.checks.skip
+            )
+            result = ScenarioResult(
+                scenario=item.scenario,
+                source=item.loaded.source,
+                traces=traces,
+                findings=tuple(findings),
+                seconds=time.perf_counter() - scenario_started,
+            )
+            results.append(result)
+            emit(ScenarioChecked(result))
+        environment = engine.environment()
+    finally:
+        if adapter is None:
+            engine.close()
+    return AuditResult(
+        config=config,
+        contract=config.engine.contract,
+        scenarios=tuple(results),
+        environment=environment,
+        seconds=time.perf_counter() - started,
+        command=command,
+    )
