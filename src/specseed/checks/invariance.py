@@ -172,6 +172,7 @@ def _compare(
 
 @register(
     "run-to-run",
+    short="repeat",
     kind="comparison",
     title="Run-to-run equality",
     description="Serving the same requests the same way twice, each on a fresh engine, gives "
@@ -184,6 +185,7 @@ def run_to_run(ctx: CheckContext, expectation: Expectation) -> Iterator[Finding]
 
 @register(
     "uptime-invariance",
+    short="uptime",
     kind="comparison",
     title="Uptime invariance",
     description="A seeded or greedy request's tokens do not depend on the traffic the engine "
@@ -198,6 +200,7 @@ def uptime_invariance(ctx: CheckContext, expectation: Expectation) -> Iterator[F
 
 @register(
     "batch-invariance",
+    short="batch",
     kind="comparison",
     title="Batch-composition invariance",
     description="A seeded or greedy request's tokens do not depend on which other requests "
@@ -212,6 +215,7 @@ def batch_invariance(ctx: CheckContext, expectation: Expectation) -> Iterator[Fi
 
 @register(
     "position-invariance",
+    short="position",
     kind="comparison",
     title="Batch-position invariance",
     description="A seeded or greedy request's tokens do not depend on its row in the batch.",
@@ -225,6 +229,7 @@ def position_invariance(ctx: CheckContext, expectation: Expectation) -> Iterator
 
 @register(
     "overlap-invariance",
+    short="overlap",
     kind="comparison",
     title="Overlap-scheduler invariance",
     description="A seeded or greedy request's tokens are the same with the overlap scheduler "
@@ -259,6 +264,7 @@ def _greedy_drift(diff: TokenDiff) -> list[Suspect]:
 
 @register(
     "greedy-spec-equivalence",
+    short="greedy",
     kind="comparison",
     title="Greedy speculative = greedy non-speculative",
     description="Greedy requests produce the same tokens with speculation (any verification "

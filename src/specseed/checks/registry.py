@@ -22,6 +22,8 @@ class CheckSpec:
     """A registered check."""
 
     id: str
+    short: str
+    """Column label in the verdict table."""
     kind: CheckKind
     """``run``: applied to every run on its own; ``comparison``: named by scenarios' expect."""
     title: str
@@ -36,7 +38,13 @@ CHECKS: dict[str, CheckSpec] = {}
 
 
 def register(
-    check_id: str, *, kind: CheckKind, title: str, description: str, targets: tuple[str, ...]
+    check_id: str,
+    *,
+    short: str,
+    kind: CheckKind,
+    title: str,
+    description: str,
+    targets: tuple[str, ...],
 ) -> Callable[[Callable[..., Iterator[Finding]]], Callable[..., Iterator[Finding]]]:
     """Decorator: add a check function to the registry under a stable id."""
     unknown = [t for t in targets if t not in DEFECT_IDS]
@@ -46,7 +54,7 @@ def register(
     def wrap(func: Callable[..., Iterator[Finding]]) -> Callable[..., Iterator[Finding]]:
         if check_id in CHECKS:
             raise ValueError(f"duplicate check id {check_id!r}")
-        CHECKS[check_id] = CheckSpec(check_id, kind, title, description, targets, func)
+        CHECKS[check_id] = CheckSpec(check_id, short, kind, title, description, targets, func)
         return func
 
     return wrap

@@ -42,6 +42,7 @@ def _shared_unseeded_seeds(trace: RunTrace) -> dict[str, set[int]]:
 
 @register(
     "rng-contract",
+    short="rng",
     kind="run",
     title="RNG state follows the contract",
     description="Every sampling event's seed, subsequence and offset equal the contract's "
@@ -190,6 +191,7 @@ def overlapping_pairs(events: list[EventState]) -> list[tuple[EventState, EventS
 
 @register(
     "draw-ranges-disjoint",
+    short="draws",
     kind="run",
     title="Draw ranges disjoint",
     description="No two sampling events of one request read overlapping (seed, subsequence, "

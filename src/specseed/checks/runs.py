@@ -12,6 +12,7 @@ from specseed.trace import RunTrace
 
 @register(
     "runs-complete",
+    short="runs",
     kind="run",
     title="Runs complete",
     description="Every run finishes without an engine error, including warmup batches larger "

@@ -64,6 +64,7 @@ def _pair_evidence(
 
 @register(
     "distinct-seeds",
+    short="seeds",
     kind="run",
     title="Distinct seeds, distinct streams",
     description="Seeded requests with different seeds draw from different Philox streams, and "
@@ -130,6 +131,7 @@ def distinct_seeds(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
 
 @register(
     "unseeded-independence",
+    short="unseeded",
     kind="run",
     title="Unseeded requests independent",
     description="Unseeded requests each draw from a stream of their own: none shares a "

@@ -1,0 +1,124 @@
+"""``specseed audit``: replay scenarios on an engine and report the invariants."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from specseed.cli.errors import EXIT_OK, EXIT_VIOLATION, error_boundary
+from specseed.errors import InputError
+
+AUDIT_HELP = """Replay scenarios on an engine and check reproducibility invariants.
+
+With no MODEL_YAML, audits the embedded reference engine (CPU) with the whole built-in
+scenario library.
+
+[bold]Examples[/]
+
+  specseed audit
+  specseed audit model.yaml --json report.json --junit junit.xml
+  specseed audit model.yaml --scenario uptime --trace-dir traces/
+
+Exit codes: 0 every invariant holds, 1 a violation, 2 bad input, 3 the engine could not run.
+"""
+
+
+def _write(path: Path, text: str, what: str) -> None:
+    if str(path) == "-":
+        sys.stdout.write(text)
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write the {what} to {path}: {exc.strerror}") from None
+
+
+def audit(
+    model_yaml: Annotated[
+        Path | None,
+        typer.Argument(
+            help="model.yaml naming the engine and scenarios (default: reference engine, "
+            "built-in library).",
+            show_default=False,
+        ),
+    ] = None,
+    json_path: Annotated[
+        Path | None,
+        typer.Option("--json", help="Write the JSON report here ('-' for stdout).", metavar="PATH"),
+    ] = None,
+    junit_path: Annotated[
+        Path | None, typer.Option("--junit", help="Write JUnit XML here.", metavar="PATH")
+    ] = None,
+    trace_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace-dir",
+            help="Stream every run's trace as JSONL under DIR/<scenario>/<run>.jsonl.",
+            metavar="DIR",
+        ),
+    ] = None,
+    scenario: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--scenario",
+            "-s",
+            help="Only these scenarios (by name; repeatable).",
+            metavar="NAME",
+        ),
+    ] = None,
+    no_progress: Annotated[
+        bool, typer.Option("--no-progress", help="Do not show progress while engines run.")
+    ] = False,
+) -> None:
+    """Replay scenarios on an engine and check reproducibility invariants."""
+    from specseed.reporting.console import AuditProgress, render_report
+    from specseed.runner import plan_audit, run_audit
+    from specseed.scenarios.loader import load_audit_config
+    from specseed.scenarios.schema import AuditConfig
+
+    out = Console(stderr=json_path is not None and str(json_path) == "-")
+    err = Console(stderr=True)
+    with error_boundary():
+        if model_yaml is not None:
+            config = load_audit_config(model_yaml)
+            base_dir = model_yaml.parent
+            source = str(model_yaml)
+        else:
+            config, base_dir, source = AuditConfig(), Path.cwd(), "(built-in default)"
+        planned = plan_audit(config, base_dir, source)
+        if scenario:
+            known = {p.scenario.name for p in planned}
+            unknown = [name for name in scenario if name not in known]
+            if unknown:
+                raise InputError(
+                    f"--scenario {', '.join(unknown)}: not among this audit's scenarios",
+                    hint=f"available: {', '.join(sorted(known))}",
+                )
+            planned = [p for p in planned if p.scenario.name in scenario]
+        command = "specseed " + shlex.join(sys.argv[1:]) if sys.argv else "specseed audit"
+        if no_progress or not err.is_terminal:
+            result = run_audit(
+                config, planned, base_dir, trace_dir=trace_dir, command=command
+            )
+        else:
+            with AuditProgress(err) as progress:
+                result = run_audit(
+                    config, planned, base_dir, trace_dir=trace_dir, on_event=progress, command=command
+                )
+        exit_code = EXIT_VIOLATION if result.verdict == "fail" else EXIT_OK
+        render_report(result, out, exit_code)
+        if json_path is not None:
+            from specseed.reporting.json_report import render_json
+
+            _write(json_path, render_json(result, exit_code), "JSON report")
+        if junit_path is not None:
+            from specseed.reporting.junit import render_junit
+
+            _write(junit_path, render_junit(result), "JUnit report")
+    raise typer.Exit(exit_code)

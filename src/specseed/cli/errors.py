@@ -1,0 +1,46 @@
+"""The one error boundary: typed library errors become a message, a hint and an exit code.
+
+Exit codes: 0 every invariant holds, 1 a violation, 2 bad input, 3 the engine could not run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from specseed.errors import EngineError, InputError, ScenarioError, SpecseedError
+
+EXIT_OK = 0
+EXIT_VIOLATION = 1
+EXIT_BAD_INPUT = 2
+EXIT_ENGINE = 3
+
+stderr = Console(stderr=True)
+
+
+def _print_error(exc: SpecseedError) -> None:
+    stderr.print(f"[bold red]Error:[/] {escape(exc.message)}")
+    if isinstance(exc, ScenarioError):
+        for problem in exc.problems:
+            stderr.print(f"  • {escape(problem)}")
+    if exc.hint:
+        stderr.print(f"[dim]hint: {escape(exc.hint)}[/]")
+
+
+@contextmanager
+def error_boundary() -> Iterator[None]:
+    """Map library errors to exit codes; anything else is a bug and propagates."""
+    try:
+        yield
+    except InputError as exc:
+        _print_error(exc)
+        if not isinstance(exc, ScenarioError) or exc.problems:
+            stderr.print("[dim]Nothing was run.[/]")
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    except EngineError as exc:
+        _print_error(exc)
+        raise typer.Exit(EXIT_ENGINE) from None

@@ -1,0 +1,71 @@
+"""Small commands: ``init``, ``schema``, ``checks``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from specseed.cli.errors import error_boundary
+from specseed.errors import InputError
+
+out = Console()
+
+
+def init(
+    path: Annotated[Path, typer.Argument(help="Where to write it.")] = Path("model.yaml"),
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+) -> None:
+    """Write the default audit configuration as a commented model.yaml.
+
+    [bold]Example[/]
+
+      specseed init && specseed audit model.yaml
+    """
+    from specseed.scenarios.template import model_yaml_template
+
+    with error_boundary():
+        if path.exists() and not force:
+            raise InputError(f"{path} exists", hint="pass --force to overwrite it")
+        try:
+            path.write_text(model_yaml_template(), encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot write {path}: {exc.strerror}") from None
+    out.print(f"wrote {path}; run: specseed audit {path}")
+
+
+def schema(
+    kind: Annotated[
+        Literal["all", "model", "scenario"],
+        typer.Option("--kind", help="Which schema: model (model.yaml), scenario, or all."),
+    ] = "all",
+) -> None:
+    """Print the JSON Schema of model.yaml and of scenario files (generated from the models).
+
+    [bold]Example[/]
+
+      specseed schema --kind scenario > scenario.schema.json
+    """
+    from specseed.scenarios.schema import json_schemas
+
+    schemas = json_schemas()
+    chosen = {"all": schemas, "model": schemas["model.yaml"], "scenario": schemas["scenario"]}[kind]
+    typer.echo(json.dumps(chosen, indent=2))
+
+
+def checks() -> None:
+    """List every check: its stable id, what it means and the defects it targets."""
+    from specseed.checks import CHECKS
+
+    table = Table(header_style="bold", show_lines=False)
+    table.add_column("id")
+    table.add_column("kind")
+    table.add_column("meaning")
+    table.add_column("targets")
+    for spec in CHECKS.values():
+        table.add_row(spec.id, spec.kind, spec.description, ", ".join(spec.targets) or "—")
+    out.print(table)

@@ -1,0 +1,98 @@
+"""``specseed scenarios``: list, show and validate scenario files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.syntax import Syntax
+from rich.table import Table
+
+from specseed.cli.errors import error_boundary
+
+app = typer.Typer(
+    help="List, show and validate scenarios.\n\n[bold]Examples[/]\n\n  specseed scenarios list\n"
+    "  specseed scenarios show uptime\n  specseed scenarios validate my-scenario.yaml model.yaml",
+    no_args_is_help=True,
+)
+out = Console()
+
+
+@app.command("list")
+def list_scenarios() -> None:
+    """List the built-in scenario library."""
+    from specseed.scenarios.loader import library_names, load_library_scenario
+
+    with error_boundary():
+        table = Table(header_style="bold")
+        table.add_column("name")
+        table.add_column("runs", justify="right")
+        table.add_column("covers")
+        table.add_column("description")
+        for name in library_names():
+            scenario = load_library_scenario(name).scenario
+            table.add_row(
+                name,
+                str(len(scenario.runs)),
+                ", ".join(scenario.covers) or "—",
+                " ".join(scenario.description.split()),
+            )
+        out.print(table)
+
+
+@app.command("show")
+def show(name: Annotated[str, typer.Argument(help="Built-in scenario name.")]) -> None:
+    """Print a built-in scenario's YAML (copy it to start your own)."""
+    from specseed.scenarios.loader import library_text, load_library_scenario
+
+    with error_boundary():
+        load_library_scenario(name)
+        out.print(Syntax(library_text(name), "yaml", background_color="default"))
+
+
+@app.command("validate")
+def validate(
+    files: Annotated[
+        list[Path], typer.Argument(help="Scenario files or model.yaml files.", show_default=False)
+    ],
+) -> None:
+    """Validate scenario files and model.yaml files (a model.yaml's scenarios too).
+
+    Exit code 0 when every file validates, 2 otherwise.
+    """
+    import yaml
+
+    from specseed.errors import ScenarioError
+    from specseed.runner import plan_audit
+    from specseed.scenarios.loader import load_audit_config, parse_scenario
+
+    problems: list[str] = []
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            problems.append(f"{path}: {exc.strerror}")
+            continue
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError:
+            data = None
+        try:
+            if isinstance(data, dict) and ("engine" in data or "scenarios" in data or "checks" in data):
+                config = load_audit_config(path)
+                planned = plan_audit(config, path.parent, str(path))
+                out.print(f"[green]✓[/] {escape(str(path))}: model.yaml with {len(planned)} scenarios")
+            else:
+                scenario = parse_scenario(text, str(path))
+                out.print(
+                    f"[green]✓[/] {escape(str(path))}: scenario {scenario.name} "
+                    f"({len(scenario.runs)} runs)"
+                )
+        except ScenarioError as exc:
+            problems.extend(exc.problems or [exc.message])
+    if problems:
+        with error_boundary():
+            raise ScenarioError(f"{len(problems)} problems", problems)

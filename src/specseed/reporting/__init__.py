@@ -1,0 +1,1 @@
+"""Reporters: render an ``AuditResult`` (console, JSON, JUnit XML). They never decide verdicts."""

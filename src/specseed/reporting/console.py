@@ -1,0 +1,288 @@
+"""The Rich terminal report: verdict table, suspects, diffs, offset tables, progress.
+
+Reporters render; they never decide a verdict (``AuditResult.verdict`` does).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from specseed.checks import CHECKS
+from specseed.checks.findings import ATTRIBUTION_TEXT, Finding, OffsetRow, StreamSide, TokenDiff
+from specseed.runner import (
+    AuditEvent,
+    AuditResult,
+    AuditStarted,
+    RunFinished,
+    RunStarted,
+    ScenarioChecked,
+)
+
+STATUS_STYLE = {
+    "pass": ("ok", "green"),
+    "fail": ("FAIL", "bold red"),
+    "known-limitation": ("known", "yellow"),
+    "error": ("error", "bold magenta"),
+    "skip": ("skip", "dim"),
+}
+_SEVERITY = {"fail": 4, "error": 3, "known-limitation": 2, "pass": 1, "skip": 0}
+MAX_OFFSET_ROWS = 12
+MAX_DIFFS_SHOWN = 3
+
+
+def _status_text(status: str) -> Text:
+    label, style = STATUS_STYLE[status]
+    return Text(label, style=style)
+
+
+def worst(statuses: Sequence[str]) -> str:
+    return max(statuses, key=lambda s: _SEVERITY[s])
+
+
+# -- progress -----------------------------------------------------------------------------
+
+
+class AuditProgress:
+    """Shows a progress bar over runs on stderr while the engine works."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self.task: int | None = None
+
+    def __enter__(self) -> AuditProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(None, None, None)
+
+    def __call__(self, event: AuditEvent) -> None:
+        if isinstance(event, AuditStarted):
+            self.task = self.progress.add_task(
+                f"auditing {event.engine}", total=event.runs
+            )
+        elif isinstance(event, RunStarted) and self.task is not None:
+            self.progress.update(self.task, description=f"{event.scenario}/{event.run}")
+        elif isinstance(event, RunFinished) and self.task is not None:
+            self.progress.advance(self.task)
+        elif isinstance(event, ScenarioChecked):
+            failed = [f for f in event.result.findings if f.status in ("fail", "error")]
+            mark = "[red]✗[/]" if failed else "[green]✓[/]"
+            self.console.print(
+                f"{mark} {escape(event.result.scenario.name)} "
+                f"[dim]({len(event.result.traces)} runs, {event.result.seconds:.1f}s)[/]"
+            )
+
+
+# -- the report ---------------------------------------------------------------------------
+
+
+def verdict_table(result: AuditResult) -> Table:
+    cells: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for scenario in result.scenarios:
+        for finding in scenario.findings:
+            cells[(scenario.scenario.name, finding.check)].append(finding.status)
+    used = [cid for cid in CHECKS if any(key[1] == cid for key in cells)]
+    table = Table(title="Verdict: scenario by check", title_justify="left", header_style="bold")
+    table.add_column("scenario")
+    for cid in used:
+        table.add_column(CHECKS[cid].short, justify="center")
+    for scenario in result.scenarios:
+        name = scenario.scenario.name
+        row: list[Text | str] = [name]
+        for cid in used:
+            statuses = cells.get((name, cid))
+            row.append(_status_text(worst(statuses)) if statuses else Text("·", style="dim"))
+        table.add_row(*row)
+    return table
+
+
+def _legend(result: AuditResult) -> Text:
+    used = {f.check for f in result.findings}
+    parts = [f"{CHECKS[c].short}={c}" for c in CHECKS if c in used]
+    return Text("columns: " + ", ".join(parts) + "   · = not applicable", style="dim")
+
+
+def _tokens_line(side: StreamSide, start: int, position: int) -> Text:
+    text = Text("… " if start > 0 else "  ")
+    for i, token in enumerate(side.tokens):
+        index = start + i
+        if index == position:
+            text.append(f"[{token}]", style="bold reverse red")
+        else:
+            text.append(str(token), style="dim" if index > position else "")
+        text.append(" ")
+    if start + len(side.tokens) <= position:
+        text.append("<end>", style="bold red")
+    return text
+
+
+def _state_cell(side: StreamSide, key: tuple[str, int]) -> str:
+    for event in side.events:
+        if (event.kind, event.index) == key:
+            return (
+                f"seed {event.seed}  subseq {event.subsequence}  offset {event.offset}  "
+                f"draws {event.draws}"
+            )
+    return "—"
+
+
+def render_diff(diff: TokenDiff) -> Group:
+    right_name = diff.right_request or diff.request
+    tokens = Table.grid(padding=(0, 2))
+    tokens.add_column(style="bold")
+    tokens.add_column()
+    left_label = f"{diff.left.run}" + (f" ({diff.request})" if diff.right_request else "")
+    right_label = f"{diff.right.run}" + (f" ({right_name})" if diff.right_request else "")
+    tokens.add_row(left_label, _tokens_line(diff.left, diff.window_start, diff.position))
+    tokens.add_row(right_label, _tokens_line(diff.right, diff.window_start, diff.position))
+    header = Text.assemble(
+        (f"{diff.request}", "bold"),
+        f" first diverges at token {diff.position}: ",
+        (ATTRIBUTION_TEXT[diff.attribution], "bold yellow"),
+    )
+    keys = sorted(
+        {(e.kind, e.index) for e in diff.left.events} | {(e.kind, e.index) for e in diff.right.events},
+        key=lambda k: (["draft", "target", "accept"].index(k[0]), k[1]),
+    )
+    parts: list[object] = [header, tokens]
+    if keys:
+        states = Table(box=None, header_style="bold", pad_edge=False)
+        states.add_column("event")
+        states.add_column(
+            f"{diff.left.run} (step {diff.left.step}, row {diff.left.row}, iter {diff.left.decoding_iter})"
+        )
+        states.add_column(
+            f"{diff.right.run} (step {diff.right.step}, row {diff.right.row}, iter {diff.right.decoding_iter})"
+        )
+        for key in keys:
+            left, right = _state_cell(diff.left, key), _state_cell(diff.right, key)
+            style = "red" if left != right else ""
+            label = key[0] if key[0] == "accept" else f"{key[0]}[{key[1]}]"
+            states.add_row(label, Text(left, style=style), Text(right, style=style))
+        parts.append(states)
+    fingerprints = Text(
+        f"target logits fingerprint: {diff.left.logits_fingerprint or '—'} vs "
+        f"{diff.right.logits_fingerprint or '—'}",
+        style="red" if diff.left.logits_fingerprint != diff.right.logits_fingerprint else "dim",
+    )
+    parts.append(fingerprints)
+    return Group(*parts)
+
+
+def render_offsets(rows: Sequence[OffsetRow]) -> Group:
+    by_request: dict[str, list[OffsetRow]] = defaultdict(list)
+    for row in rows:
+        by_request[row.request].append(row)
+    parts: list[object] = []
+    for request, table_rows in by_request.items():
+        first_bad = next((i for i, r in enumerate(table_rows) if r.mismatch), 0)
+        start = max(0, first_bad - 2)
+        shown = table_rows[start : start + MAX_OFFSET_ROWS]
+        table = Table(
+            title=f"{request}: RNG state per event, expected (contract) beside observed",
+            title_justify="left",
+            header_style="bold",
+            box=None,
+        )
+        for column in ("step", "iter", "event", "exp seed", "exp subseq", "exp offset", "seed", "subseq", "offset", "draws"):
+            table.add_column(column, justify="right" if column != "event" else "left")
+        for r in shown:
+            def cell(value: object, field: str) -> Text:
+                return Text(str(value), style="bold red" if field in r.mismatch else "")
+
+            table.add_row(
+                str(r.step),
+                str(r.decoding_iter),
+                r.event,
+                "unique" if r.expected_seed is None else str(r.expected_seed),
+                str(r.expected_subsequence),
+                str(r.expected_offset),
+                cell(r.seed, "seed"),
+                cell(r.subsequence, "subsequence"),
+                cell(r.offset, "offset"),
+                str(r.draws),
+            )
+        parts.append(table)
+        hidden = len(table_rows) - len(shown)
+        if hidden > 0:
+            parts.append(Text(f"  … {hidden} more events (all rows are in --json)", style="dim"))
+    return Group(*parts)
+
+
+def render_finding(finding: Finding) -> Panel:
+    parts: list[object] = [Text(finding.message)]
+    if finding.suspects:
+        suspects = Table.grid(padding=(0, 1))
+        suspects.add_column(style="bold red")
+        suspects.add_column()
+        for suspect in finding.suspects:
+            suspects.add_row(suspect.defect, suspect.why)
+        parts += [Text("suspects:", style="bold"), suspects]
+    for line in finding.details[:8]:
+        parts.append(Text(f"  {line}", style="dim"))
+    for diff in finding.diffs[:MAX_DIFFS_SHOWN]:
+        parts.append(Text(""))
+        parts.append(render_diff(diff))
+    if len(finding.diffs) > MAX_DIFFS_SHOWN:
+        parts.append(Text(f"… {len(finding.diffs) - MAX_DIFFS_SHOWN} more diffs in --json", style="dim"))
+    if finding.offsets:
+        parts.append(Text(""))
+        parts.append(render_offsets(finding.offsets))
+    style = "red" if finding.status == "fail" else "magenta"
+    title = f"[bold]{finding.status.upper()}[/] {finding.check} · {escape(finding.scenario)}"
+    if finding.runs:
+        title += f" · {escape(', '.join(finding.runs))}"
+    return Panel(Group(*parts), title=title, title_align="left", border_style=style)
+
+
+def render_report(result: AuditResult, console: Console, exit_code: int) -> None:
+    """Print the whole report."""
+    engine = result.config.engine
+    defects = ", ".join(engine.defects) or "none"
+    console.print(
+        f"[bold]specseed audit[/]: engine [bold]{engine.name}[/] on {engine.device}, "
+        f"contract [bold]{result.contract}[/], rng_profile {engine.effective_rng_profile}, "
+        f"defects: {defects}, max_draft_len {engine.max_draft_len}, "
+        f"{len(result.scenarios)} scenarios, "
+        f"{sum(len(s.traces) for s in result.scenarios)} runs in {result.seconds:.1f}s"
+    )
+    console.print(verdict_table(result))
+    console.print(_legend(result))
+    failing = [f for f in result.findings if f.status in ("fail", "error")]
+    for finding in failing:
+        console.print(render_finding(finding))
+    limitations = [f for f in result.findings if f.status == "known-limitation"]
+    if limitations:
+        console.print(Text("Known limitations (stated by the contract, not violations):", style="bold yellow"))
+        seen: set[tuple[str, str | None]] = set()
+        for finding in limitations:
+            key = (finding.check, finding.limitation)
+            if key in seen:
+                continue
+            seen.add(key)
+            console.print(f"  [yellow]{finding.check}[/]: {escape(finding.limitation or finding.message)}")
+    counts = defaultdict(int)
+    for finding in result.findings:
+        counts[finding.status] += 1
+    summary = ", ".join(f"{counts[s]} {s}" for s in STATUS_STYLE if counts[s])
+    verdict = "[bold red]FAIL[/]" if result.verdict == "fail" else "[bold green]PASS[/]"
+    suspects = sorted({s.defect for f in failing for s in f.suspects})
+    tail = f"; suspects: {', '.join(suspects)}" if suspects else ""
+    console.print(f"{verdict}: {summary}{tail} (exit {exit_code})")

@@ -1,0 +1,54 @@
+"""The machine-readable audit report (``--json``): verdict, findings, environment.
+
+Schema (``report_version`` 1): top-level ``verdict`` ("pass" or "fail"), ``exit_code``,
+``summary`` (count per status), ``engine`` (model.yaml's engine section), ``contract``,
+``environment``, ``command``, and ``findings``: a list of objects with ``check``,
+``scenario``, ``status``, ``suspects`` (list of {defect, why}), ``requests``, ``runs``,
+``message``, ``limitation``, ``details``, ``diffs`` and ``offsets``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict
+from typing import Any
+
+from specseed import __version__
+from specseed.checks.findings import STATUSES, Finding
+from specseed.runner import AuditResult
+
+REPORT_VERSION = 1
+
+
+def finding_dict(finding: Finding) -> dict[str, Any]:
+    data = asdict(finding)
+    # Field order users read first.
+    ordered = {
+        key: data.pop(key)
+        for key in ("check", "scenario", "status", "suspects", "requests", "runs", "message")
+    }
+    ordered.update(data)
+    return ordered
+
+
+def report_dict(result: AuditResult, exit_code: int) -> dict[str, Any]:
+    counts = Counter(f.status for f in result.findings)
+    return {
+        "report_version": REPORT_VERSION,
+        "specseed_version": __version__,
+        "verdict": result.verdict,
+        "exit_code": exit_code,
+        "summary": {status: counts.get(status, 0) for status in STATUSES},
+        "engine": result.config.engine.model_dump(mode="json"),
+        "contract": result.contract,
+        "scenarios": [s.scenario.name for s in result.scenarios],
+        "environment": result.environment,
+        "command": result.command,
+        "seconds": round(result.seconds, 3),
+        "findings": [finding_dict(f) for f in result.findings],
+    }
+
+
+def render_json(result: AuditResult, exit_code: int) -> str:
+    return json.dumps(report_dict(result, exit_code), indent=2) + "\n"

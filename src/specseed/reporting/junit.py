@@ -1,0 +1,70 @@
+"""JUnit XML for CI: one testsuite per scenario, one testcase per finding.
+
+fail -> <failure>, error -> <error>, skip and known-limitation -> <skipped> (with the reason),
+pass -> an empty testcase.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from specseed.checks.findings import Finding
+from specseed.runner import AuditResult
+
+
+def _case_name(finding: Finding) -> str:
+    runs = ",".join(finding.runs)
+    return f"{finding.check}[{runs}]" if runs else finding.check
+
+
+def _body(finding: Finding) -> str:
+    lines = [finding.message]
+    lines += [f"suspect {s.defect}: {s.why}" for s in finding.suspects]
+    lines += list(finding.details)
+    for diff in finding.diffs:
+        lines.append(
+            f"{diff.request}: first divergence at token {diff.position} "
+            f"({diff.left.run}: {list(diff.left.tokens)} / {diff.right.run}: "
+            f"{list(diff.right.tokens)}), {diff.attribution}"
+        )
+    return "\n".join(lines)
+
+
+def render_junit(result: AuditResult) -> str:
+    root = ET.Element("testsuites", name="specseed audit")
+    total = failures = errors = skipped = 0
+    for scenario in result.scenarios:
+        suite = ET.SubElement(root, "testsuite", name=scenario.scenario.name)
+        counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+        for finding in scenario.findings:
+            case = ET.SubElement(
+                suite, "testcase", classname=f"specseed.{scenario.scenario.name}", name=_case_name(finding)
+            )
+            counts["tests"] += 1
+            if finding.status == "fail":
+                counts["failures"] += 1
+                node = ET.SubElement(case, "failure", message=finding.message, type="violation")
+                node.text = _body(finding)
+            elif finding.status == "error":
+                counts["errors"] += 1
+                node = ET.SubElement(case, "error", message=finding.message, type="error")
+                node.text = _body(finding)
+            elif finding.status in ("skip", "known-limitation"):
+                counts["skipped"] += 1
+                reason = finding.message
+                if finding.status == "known-limitation":
+                    reason = f"known limitation: {finding.limitation or finding.message}"
+                ET.SubElement(case, "skipped", message=reason)
+        for key, value in counts.items():
+            suite.set(key, str(value))
+        suite.set("time", f"{scenario.seconds:.3f}")
+        total += counts["tests"]
+        failures += counts["failures"]
+        errors += counts["errors"]
+        skipped += counts["skipped"]
+    root.set("tests", str(total))
+    root.set("failures", str(failures))
+    root.set("errors", str(errors))
+    root.set("skipped", str(skipped))
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
