@@ -12,6 +12,9 @@ from typing import Annotated
 import typer
 
 from specseed import __version__
+from specseed.cli import scenarios
+from specseed.cli.audit import AUDIT_HELP, audit
+from specseed.cli.misc import checks, init, schema
 
 app = typer.Typer(
     name="specseed",
@@ -42,6 +45,13 @@ def _root(
     ] = False,
 ) -> None:
     """Reproducibility auditor for speculative decoding in LLM inference engines."""
+
+
+app.command("audit", help=AUDIT_HELP)(audit)
+app.command("init")(init)
+app.add_typer(scenarios.app, name="scenarios")
+app.command("schema")(schema)
+app.command("checks")(checks)
 
 
 def main() -> None:
