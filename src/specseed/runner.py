@@ -206,12 +206,16 @@ def _check_skip_list(config: AuditConfig, source: str) -> None:
         raise ScenarioError(f"{source} does not validate", problems)
 
 
-def plan_audit(config: AuditConfig, base_dir: Path, source: str = "model.yaml") -> list[PlannedScenario]:
+def plan_audit(
+    config: AuditConfig, base_dir: Path, source: str = "model.yaml"
+) -> list[PlannedScenario]:
     """Validate every scenario and resolve every run; raises ``ScenarioError`` on bad input."""
     _check_skip_list(config, source)
     base = base_settings(config.engine, base_dir)
     return [
-        PlannedScenario(item, tuple(plan_run(item.scenario, run, base) for run in item.scenario.runs))
+        PlannedScenario(
+            item, tuple(plan_run(item.scenario, run, base) for run in item.scenario.runs)
+        )
         for item in resolve_scenarios(config.scenarios, base_dir)
     ]
 
@@ -293,9 +297,7 @@ def run_audit(
                 trace = engine.run(plan, TraceRecorder(writer))
                 traces[plan.run] = trace
                 emit(RunFinished(plan.scenario, plan.run, trace.end.seconds, trace.failed))
-            findings = evaluate(
-                item.scenario, traces, config.engine.contract, config.checks.skip
-            )
+            findings = evaluate(item.scenario, traces, config.engine.contract, config.checks.skip)
             result = ScenarioResult(
                 scenario=item.scenario,
                 source=item.loaded.source,

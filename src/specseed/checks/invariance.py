@@ -163,8 +163,7 @@ def _compare(
             check=check_id,
             scenario=name,
             status="pass",
-            message=f"{len(requests)} requests identical across {varied} "
-            f"({', '.join(runs)})",
+            message=f"{len(requests)} requests identical across {varied} ({', '.join(runs)})",
             runs=runs,
             requests=tuple(requests),
         )
@@ -193,9 +192,7 @@ def run_to_run(ctx: CheckContext, expectation: Expectation) -> Iterator[Finding]
     targets=("engine-counter",),
 )
 def uptime_invariance(ctx: CheckContext, expectation: Expectation) -> Iterator[Finding]:
-    yield from _compare(
-        ctx, expectation, "uptime-invariance", _seeded_or_greedy, "engine uptime"
-    )
+    yield from _compare(ctx, expectation, "uptime-invariance", _seeded_or_greedy, "engine uptime")
 
 
 @register(

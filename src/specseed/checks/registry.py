@@ -66,5 +66,3 @@ def get_check(check_id: str) -> CheckSpec:
 
 def checks_of_kind(kind: CheckKind) -> list[CheckSpec]:
     return [spec for spec in CHECKS.values() if spec.kind == kind]
-
-

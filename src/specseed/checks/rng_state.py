@@ -123,9 +123,7 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
                     )
                 )
             if "offset" in mismatch:
-                suspects.extend(
-                    offset_suspects(event, row.decoding_iter, contract, max_draft_len)
-                )
+                suspects.extend(offset_suspects(event, row.decoding_iter, contract, max_draft_len))
     name = ctx.scenario.name
     if not mismatched:
         yield Finding(
@@ -206,6 +204,7 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
         for event in row.events:
             per_request[row.request_id].append(event_state(event, step.step, row.decoding_iter))
     violations: list[tuple[str, EventState, EventState]] = []
+    seeds = {info.request_id: info.seed for info in trace.header.requests}
     excused: list[tuple[str, EventState, EventState]] = []
     limitation = contract.limitation_for("draw-ranges-disjoint")
     for request, events in per_request.items():
@@ -237,7 +236,7 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
             f"random numbers ({', '.join(sorted({r for r, _, _ in violations}))})",
             runs=(trace.name,),
             requests=tuple(sorted({r for r, _, _ in violations})),
-            suspects=merge(overlap_suspect(a, b) for _, a, b in violations),
+            suspects=merge(overlap_suspect(a, b, seeds.get(r)) for r, a, b in violations),
             details=describe(violations),
         )
     elif limitation is not None:

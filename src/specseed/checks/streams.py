@@ -33,7 +33,9 @@ Located = tuple[EventState, StepRecord, SamplingEvent]
 def _shared_states(trace: RunTrace, a: str, b: str) -> list[tuple[Located, Located]]:
     """Events of ``a`` and ``b`` that start at the same (seed, subsequence, offset)."""
     index = {item[0].triple(): item for item in _events(trace, b) if item[0].draws > 0}
-    return [(item, index[item[0].triple()]) for item in _events(trace, a) if item[0].triple() in index]
+    return [
+        (item, index[item[0].triple()]) for item in _events(trace, a) if item[0].triple() in index
+    ]
 
 
 def _same_setup(x: RequestInfo, y: RequestInfo) -> bool:
@@ -90,7 +92,9 @@ def distinct_seeds(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
             )
             for (_, step, event), request in zip(shared[0], (x, y), strict=True):
                 suspects.extend(
-                    seed_suspects(trace, step, request.request_id, event, request.seed, ctx.contract)
+                    seed_suspects(
+                        trace, step, request.request_id, event, request.seed, ctx.contract
+                    )
                 )
             affected.update((x.request_id, y.request_id))
         elif identical:
@@ -147,18 +151,42 @@ def unseeded_independence(ctx: CheckContext, trace: RunTrace) -> Iterator[Findin
     contract = ctx.contract
     limitation = contract.limitation_for("unseeded-independence")
     problems: list[str] = []
+    suspects: list[Suspect] = []
     affected: set[str] = set()
     for x, y in pairs:
         shared, identical = _pair_evidence(trace, x, y)
-        if shared or identical:
-            a = shared[0][0][0] if shared else None
-            where = (
-                f"both drew from seed {a.seed}, subsequence {a.subsequence}, offset {a.offset}"
-                if a is not None
-                else "produced identical tokens"
-            )
+        if shared:
+            (a, _, _), _ = shared[0]
             same = " (same prompt, identical tokens)" if identical else ""
-            problems.append(f"{x.request_id} and {y.request_id} {where}{same}")
+            problems.append(
+                f"{x.request_id} and {y.request_id} both drew from seed {a.seed}, subsequence "
+                f"{a.subsequence}, offset {a.offset}{same}"
+            )
+            for (_, step, event), request in zip(shared[0], (x, y), strict=True):
+                suspects.extend(
+                    seed_suspects(trace, step, request.request_id, event, None, contract)
+                )
+            if a.offset == 0 and len({e.seed for e, _, _ in _events(trace, x.request_id)}) > 1:
+                suspects.append(
+                    Suspect(
+                        "engine-counter",
+                        f"{x.request_id}'s seed changes from call to call at offset 0: an "
+                        "engine-wide counter, shared by every row of a call",
+                    )
+                )
+            affected.update((x.request_id, y.request_id))
+        elif identical:
+            problems.append(
+                f"{x.request_id} and {y.request_id} have the same prompt and produced identical "
+                "tokens, though their recorded states differ"
+            )
+            suspects.append(
+                Suspect(
+                    "row0-seed",
+                    f"{x.request_id} and {y.request_id} recorded different states yet drew the "
+                    "same numbers: the kernel read one row's seed and offset for every row",
+                )
+            )
             affected.update((x.request_id, y.request_id))
     name = ctx.scenario.name
     if limitation is not None:
@@ -192,10 +220,11 @@ def unseeded_independence(ctx: CheckContext, trace: RunTrace) -> Iterator[Findin
         message=f"{trace.name}: {len(problems)} pairs of unseeded requests share random numbers",
         runs=(trace.name,),
         requests=tuple(sorted(affected)),
-        suspects=(
+        suspects=merge(suspects)
+        or (
             Suspect(
                 "unseeded-shared-stream",
-                "unseeded requests on fresh slots were given the same (seed, offset) stream",
+                "unseeded requests were given the same (seed, subsequence, offset) stream",
             ),
         ),
         details=tuple(problems),

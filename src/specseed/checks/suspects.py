@@ -145,8 +145,14 @@ def offset_suspects(
     return suspects
 
 
-def overlap_suspect(first: EventState, second: EventState) -> Suspect:
+def overlap_suspect(first: EventState, second: EventState, request_seed: int | None) -> Suspect:
     """The defect that best explains two overlapping draw ranges of one request."""
+    if request_seed is not None and first.seed != request_seed and first.offset == 0:
+        return Suspect(
+            "engine-counter",
+            f"{first.label()} and {second.label()} both read seed {first.seed} from offset 0, "
+            f"not the request's seed {request_seed}: an engine-wide seed, offset always 0",
+        )
     if (
         first.kind == second.kind == "draft"
         and first.decoding_iter == second.decoding_iter

@@ -23,6 +23,7 @@ scenario library.
   specseed audit
   specseed audit model.yaml --json report.json --junit junit.xml
   specseed audit model.yaml --scenario uptime --trace-dir traces/
+  specseed audit --matrix
 
 Exit codes: 0 every invariant holds, 1 a violation, 2 bad input, 3 the engine could not run.
 """
@@ -37,6 +38,30 @@ def _write(path: Path, text: str, what: str) -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot write the {what} to {path}: {exc.strerror}") from None
+
+
+def _matrix(
+    config: object,
+    base_dir: Path,
+    scenarios: list[str] | None,
+    out: Console,
+    err: Console,
+    *,
+    show_progress: bool,
+) -> None:
+    from specseed.matrix import run_matrix
+    from specseed.reporting.console import render_matrix
+    from specseed.scenarios.schema import AuditConfig
+
+    assert isinstance(config, AuditConfig)
+
+    def announce(defect: str | None) -> None:
+        if show_progress:
+            err.print(f"[dim]auditing with defect: {defect or '(none)'}[/]")
+
+    result = run_matrix(config, base_dir, scenario_filter=scenarios, on_defect=announce)
+    render_matrix(result, out)
+    raise typer.Exit(EXIT_OK if result.ok else EXIT_VIOLATION)
 
 
 def audit(
@@ -72,6 +97,15 @@ def audit(
             metavar="NAME",
         ),
     ] = None,
+    matrix: Annotated[
+        bool,
+        typer.Option(
+            "--matrix",
+            help="Inject each defect class into the reference engine in turn and print which "
+            "checks catch it (exit 1 if the defect-free audit fails or a targeted defect is "
+            "missed).",
+        ),
+    ] = False,
     no_progress: Annotated[
         bool, typer.Option("--no-progress", help="Do not show progress while engines run.")
     ] = False,
@@ -101,15 +135,20 @@ def audit(
                     hint=f"available: {', '.join(sorted(known))}",
                 )
             planned = [p for p in planned if p.scenario.name in scenario]
+        if matrix:
+            _matrix(config, base_dir, scenario, out, err, show_progress=not no_progress)
         command = "specseed " + shlex.join(sys.argv[1:]) if sys.argv else "specseed audit"
         if no_progress or not err.is_terminal:
-            result = run_audit(
-                config, planned, base_dir, trace_dir=trace_dir, command=command
-            )
+            result = run_audit(config, planned, base_dir, trace_dir=trace_dir, command=command)
         else:
             with AuditProgress(err) as progress:
                 result = run_audit(
-                    config, planned, base_dir, trace_dir=trace_dir, on_event=progress, command=command
+                    config,
+                    planned,
+                    base_dir,
+                    trace_dir=trace_dir,
+                    on_event=progress,
+                    command=command,
                 )
         exit_code = EXIT_VIOLATION if result.verdict == "fail" else EXIT_OK
         render_report(result, out, exit_code)

@@ -81,10 +81,14 @@ def validate(
         except yaml.YAMLError:
             data = None
         try:
-            if isinstance(data, dict) and ("engine" in data or "scenarios" in data or "checks" in data):
+            if isinstance(data, dict) and (
+                "engine" in data or "scenarios" in data or "checks" in data
+            ):
                 config = load_audit_config(path)
                 planned = plan_audit(config, path.parent, str(path))
-                out.print(f"[green]✓[/] {escape(str(path))}: model.yaml with {len(planned)} scenarios")
+                out.print(
+                    f"[green]✓[/] {escape(str(path))}: model.yaml with {len(planned)} scenarios"
+                )
             else:
                 scenario = parse_scenario(text, str(path))
                 out.print(

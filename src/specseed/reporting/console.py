@@ -17,6 +17,7 @@ from rich.text import Text
 
 from specseed.checks import CHECKS
 from specseed.checks.findings import ATTRIBUTION_TEXT, Finding, OffsetRow, StreamSide, TokenDiff
+from specseed.matrix import MatrixResult
 from specseed.runner import (
     AuditEvent,
     AuditResult,
@@ -74,9 +75,7 @@ class AuditProgress:
 
     def __call__(self, event: AuditEvent) -> None:
         if isinstance(event, AuditStarted):
-            self.task = self.progress.add_task(
-                f"auditing {event.engine}", total=event.runs
-            )
+            self.task = self.progress.add_task(f"auditing {event.engine}", total=event.runs)
         elif isinstance(event, RunStarted) and self.task is not None:
             self.progress.update(self.task, description=f"{event.scenario}/{event.run}")
         elif isinstance(event, RunFinished) and self.task is not None:
@@ -138,7 +137,7 @@ def _state_cell(side: StreamSide, key: tuple[str, int]) -> str:
         if (event.kind, event.index) == key:
             return (
                 f"seed {event.seed}  subseq {event.subsequence}  offset {event.offset}  "
-                f"draws {event.draws}"
+                f"draws {event.draws}  (kernel row {event.kernel_row})"
             )
     return "—"
 
@@ -158,7 +157,8 @@ def render_diff(diff: TokenDiff) -> Group:
         (ATTRIBUTION_TEXT[diff.attribution], "bold yellow"),
     )
     keys = sorted(
-        {(e.kind, e.index) for e in diff.left.events} | {(e.kind, e.index) for e in diff.right.events},
+        {(e.kind, e.index) for e in diff.left.events}
+        | {(e.kind, e.index) for e in diff.right.events},
         key=lambda k: (["draft", "target", "accept"].index(k[0]), k[1]),
     )
     parts: list[object] = [header, tokens]
@@ -186,6 +186,10 @@ def render_diff(diff: TokenDiff) -> Group:
     return Group(*parts)
 
 
+def _cell(row: OffsetRow, value: object, field: str) -> Text:
+    return Text(str(value), style="bold red" if field in row.mismatch else "")
+
+
 def render_offsets(rows: Sequence[OffsetRow]) -> Group:
     by_request: dict[str, list[OffsetRow]] = defaultdict(list)
     for row in rows:
@@ -201,12 +205,20 @@ def render_offsets(rows: Sequence[OffsetRow]) -> Group:
             header_style="bold",
             box=None,
         )
-        for column in ("step", "iter", "event", "exp seed", "exp subseq", "exp offset", "seed", "subseq", "offset", "draws"):
+        for column in (
+            "step",
+            "iter",
+            "event",
+            "exp seed",
+            "exp subseq",
+            "exp offset",
+            "seed",
+            "subseq",
+            "offset",
+            "draws",
+        ):
             table.add_column(column, justify="right" if column != "event" else "left")
         for r in shown:
-            def cell(value: object, field: str) -> Text:
-                return Text(str(value), style="bold red" if field in r.mismatch else "")
-
             table.add_row(
                 str(r.step),
                 str(r.decoding_iter),
@@ -214,9 +226,9 @@ def render_offsets(rows: Sequence[OffsetRow]) -> Group:
                 "unique" if r.expected_seed is None else str(r.expected_seed),
                 str(r.expected_subsequence),
                 str(r.expected_offset),
-                cell(r.seed, "seed"),
-                cell(r.subsequence, "subsequence"),
-                cell(r.offset, "offset"),
+                _cell(r, r.seed, "seed"),
+                _cell(r, r.subsequence, "subsequence"),
+                _cell(r, r.offset, "offset"),
                 str(r.draws),
             )
         parts.append(table)
@@ -241,7 +253,9 @@ def render_finding(finding: Finding) -> Panel:
         parts.append(Text(""))
         parts.append(render_diff(diff))
     if len(finding.diffs) > MAX_DIFFS_SHOWN:
-        parts.append(Text(f"… {len(finding.diffs) - MAX_DIFFS_SHOWN} more diffs in --json", style="dim"))
+        parts.append(
+            Text(f"… {len(finding.diffs) - MAX_DIFFS_SHOWN} more diffs in --json", style="dim")
+        )
     if finding.offsets:
         parts.append(Text(""))
         parts.append(render_offsets(finding.offsets))
@@ -270,14 +284,18 @@ def render_report(result: AuditResult, console: Console, exit_code: int) -> None
         console.print(render_finding(finding))
     limitations = [f for f in result.findings if f.status == "known-limitation"]
     if limitations:
-        console.print(Text("Known limitations (stated by the contract, not violations):", style="bold yellow"))
+        console.print(
+            Text("Known limitations (stated by the contract, not violations):", style="bold yellow")
+        )
         seen: set[tuple[str, str | None]] = set()
         for finding in limitations:
             key = (finding.check, finding.limitation)
             if key in seen:
                 continue
             seen.add(key)
-            console.print(f"  [yellow]{finding.check}[/]: {escape(finding.limitation or finding.message)}")
+            console.print(
+                f"  [yellow]{finding.check}[/]: {escape(finding.limitation or finding.message)}"
+            )
     counts = defaultdict(int)
     for finding in result.findings:
         counts[finding.status] += 1
@@ -286,3 +304,53 @@ def render_report(result: AuditResult, console: Console, exit_code: int) -> None
     suspects = sorted({s.defect for f in failing for s in f.suspects})
     tail = f"; suspects: {', '.join(suspects)}" if suspects else ""
     console.print(f"{verdict}: {summary}{tail} (exit {exit_code})")
+
+
+def render_matrix(matrix: MatrixResult, console: Console) -> None:
+    """The detection matrix: defect by check."""
+    from specseed.defects import get_defect
+
+    table = Table(
+        title=f"Detection matrix (contract {matrix.contract}): each defect injected alone",
+        title_justify="left",
+        header_style="bold",
+    )
+    table.add_column("defect injected")
+    checks = list(CHECKS)
+    for cid in checks:
+        table.add_column(CHECKS[cid].short, justify="center")
+    table.add_column("audit")
+    for row in matrix.rows:
+        cells: list[Text | str] = [row.defect or "(none)"]
+        for cid in checks:
+            if cid in row.naming_checks:
+                cells.append(Text("●", style="bold green"))
+            elif cid in row.failing_checks:
+                cells.append(Text("○", style="yellow"))
+            else:
+                cells.append(Text("·", style="dim"))
+        if row.defect is None:
+            verdict = Text(
+                "passes" if row.verdict == "pass" else "FAILS",
+                style="green" if row.verdict == "pass" else "bold red",
+            )
+        elif row.caught:
+            verdict = Text("caught", style="bold green")
+        else:
+            verdict = Text("NOT CAUGHT", style="bold red")
+        cells.append(verdict)
+        table.add_row(*cells)
+    console.print(table)
+    console.print(
+        Text(
+            "● fails and names the injected defect among its suspects   ○ fails, names other "
+            "suspects   · holds",
+            style="dim",
+        )
+    )
+    for row in matrix.rows[1:]:
+        if row.caught or row.defect is None:
+            continue
+        targeted = any(row.defect in spec.targets for spec in CHECKS.values())
+        why = "" if targeted else " (no check targets this class yet)"
+        console.print(f"[red]not caught:[/] {row.defect}{why} — {get_defect(row.defect).summary}")

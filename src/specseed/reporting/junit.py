@@ -38,7 +38,10 @@ def render_junit(result: AuditResult) -> str:
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         for finding in scenario.findings:
             case = ET.SubElement(
-                suite, "testcase", classname=f"specseed.{scenario.scenario.name}", name=_case_name(finding)
+                suite,
+                "testcase",
+                classname=f"specseed.{scenario.scenario.name}",
+                name=_case_name(finding),
             )
             counts["tests"] += 1
             if finding.status == "fail":

@@ -137,15 +137,15 @@ def _describe(error: dict[str, Any], model: type[BaseModel]) -> str:
     return message
 
 
-def _validate(
-    model: type[BaseModel], data: Any, source: str, node: yaml.Node | None
-) -> BaseModel:
+def _validate(model: type[BaseModel], data: Any, source: str, node: yaml.Node | None) -> BaseModel:
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ScenarioError(
             f"{source} is not a YAML mapping",
-            [f"{source}:1: the file must be a mapping of keys to values (got {type(data).__name__})."],
+            [
+                f"{source}:1: the file must be a mapping of keys to values (got {type(data).__name__})."
+            ],
         )
     try:
         return model.model_validate(data)
@@ -213,7 +213,9 @@ def load_library_scenario(name: str) -> LoadedScenario:
     if name not in library_names():
         close = difflib.get_close_matches(name, library_names(), n=1)
         fix = f"Did you mean '{close[0]}'?" if close else "See `specseed scenarios list`."
-        raise ScenarioError(f"no built-in scenario {name!r}", [f"{source}: unknown scenario. {fix}"])
+        raise ScenarioError(
+            f"no built-in scenario {name!r}", [f"{source}: unknown scenario. {fix}"]
+        )
     return LoadedScenario(parse_scenario(library_text(name), source), source)
 
 

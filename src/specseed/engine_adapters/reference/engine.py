@@ -23,17 +23,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
-
-from specseed import __version__
-from specseed.contracts import get_contract
-from specseed.engine_adapters.base import EngineAdapter, EngineSettings, RequestPlan, RunPlan
-from specseed.engine_adapters.reference import sampler
 from specseed.engine_adapters.reference.model import (
     Eagle3DraftHead,
     LlamaTarget,
     build_tiny_target,
     fingerprint,
 )
+
+from specseed import __version__
+from specseed.contracts import get_contract
+from specseed.engine_adapters.base import EngineAdapter, EngineSettings, RequestPlan, RunPlan
+from specseed.engine_adapters.reference import sampler
 from specseed.engine_adapters.reference.rng_assignment import (
     AssignedState,
     EventRequest,
@@ -181,7 +181,9 @@ class _EngineRun:
         self.settings = settings
         self.max_draft_len = settings.max_draft_len
         self.defects = frozenset(settings.defects)
-        self.rng = RngAssigner(get_contract(settings.rng_profile), settings.defects, self.max_draft_len)
+        self.rng = RngAssigner(
+            get_contract(settings.rng_profile), settings.defects, self.max_draft_len
+        )
         self.buffers = RngBuffers(
             settings.max_num_requests, max(plan.warmup_batches, default=0), settings.defects
         )
@@ -391,8 +393,8 @@ class _EngineRun:
 
         accepted = self._choose_tokens(live, decide, outcomes)
 
-        for row, out, logits, before, n_accepted in zip(
-            live, outputs, decide, cache_lengths, accepted, strict=True
+        for row, logits, before, n_accepted in zip(
+            live, decide, cache_lengths, accepted, strict=True
         ):
             request = row.request
             outcome = outcomes[id(row)]
@@ -480,9 +482,7 @@ class _EngineRun:
                 break
         return emitted
 
-    def _assign(
-        self, rows: Sequence[tuple[_Row, str, int]]
-    ) -> list[AssignedState]:
+    def _assign(self, rows: Sequence[tuple[_Row, str, int]]) -> list[AssignedState]:
         """RNG states for one kernel call's rows (row, kind, index), written to the buffers."""
         requests = [
             EventRequest(
@@ -552,7 +552,9 @@ class _EngineRun:
             probs = sampler.probs_from_logits(logits, [plan.temperature] * logits.shape[0])
             target_probs.append(sampler.filter_probs(probs, plan.top_k, plan.top_p))
         draft_probs = torch.stack([row.request.draft_probs for row in verify_rows])  # type: ignore[misc]
-        draft_ids = torch.tensor([list(row.request.drafts) for row in verify_rows], dtype=torch.int32)
+        draft_ids = torch.tensor(
+            [list(row.request.drafts) for row in verify_rows], dtype=torch.int32
+        )
         entries = [(row, "accept", 0) for row in verify_rows]
         states = self._assign(entries)
         result = sampler.verify(

@@ -66,9 +66,7 @@ class AssignedState:
 class RngAssigner:
     """Engine-side RNG bookkeeping for one engine lifetime (one run)."""
 
-    def __init__(
-        self, contract: RngContract, defects: Sequence[str], max_draft_len: int
-    ) -> None:
+    def __init__(self, contract: RngContract, defects: Sequence[str], max_draft_len: int) -> None:
         self.contract = contract
         self.defects = frozenset(defects)
         self.max_draft_len = max_draft_len
@@ -102,13 +100,9 @@ class RngAssigner:
                 index = row.index
                 if row.kind == "draft" and "draft-shared-offset" in self.defects:
                     index = 0
-                offset = self._layout.offset(
-                    row.decoding_iter, row.kind, index, self.max_draft_len
-                )
+                offset = self._layout.offset(row.decoding_iter, row.kind, index, self.max_draft_len)
             row_default = self.contract.row_subsequence or "row-subsequence" in self.defects
-            states.append(
-                AssignedState(seed & UINT64_MASK, offset, None if row_default else 0)
-            )
+            states.append(AssignedState(seed & UINT64_MASK, offset, None if row_default else 0))
         if rows:
             self._engine_counter += 1
         return states

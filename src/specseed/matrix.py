@@ -1,0 +1,126 @@
+"""The detection matrix: inject each defect class into the reference engine and see which
+checks catch it.
+
+This is the proof that the checks can fail: for every defect id, an audit of the same
+scenarios with ``defects: [id]`` must exit 1 and name the id among its suspects, while the
+audit with no defect must not fail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from specseed.checks.findings import FAILING
+from specseed.defects import DEFECT_IDS
+from specseed.engine_adapters.base import EngineAdapter
+from specseed.errors import InputError
+from specseed.runner import (
+    AuditEvent,
+    AuditResult,
+    PlannedScenario,
+    base_settings,
+    create_adapter,
+    plan_audit,
+    run_audit,
+)
+from specseed.scenarios.schema import AuditConfig
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    """What the audit saw with one defect injected (``defect`` None: no defect)."""
+
+    defect: str | None
+    verdict: str
+    failing_checks: tuple[str, ...]
+    """Checks with a failing finding."""
+    naming_checks: tuple[str, ...]
+    """Checks whose failing findings name ``defect`` among their suspects."""
+    suspects: tuple[str, ...]
+    """Every defect id named by a failing finding."""
+
+    @property
+    def caught(self) -> bool:
+        """Exit 1 and the defect named: the matrix's definition of caught."""
+        return self.verdict == "fail" and bool(self.naming_checks)
+
+
+@dataclass(frozen=True)
+class MatrixResult:
+    contract: str
+    rows: tuple[MatrixRow, ...]
+
+    @property
+    def baseline(self) -> MatrixRow:
+        return self.rows[0]
+
+    def missed(self) -> list[str]:
+        """Defects that some check targets, yet the audit did not catch."""
+        from specseed.checks import CHECKS
+
+        targeted = {d for spec in CHECKS.values() for d in spec.targets}
+        return [
+            row.defect
+            for row in self.rows[1:]
+            if row.defect is not None and row.defect in targeted and not row.caught
+        ]
+
+    @property
+    def ok(self) -> bool:
+        """The baseline passes and every targeted defect is caught."""
+        return self.baseline.verdict == "pass" and not self.missed()
+
+
+def _row(defect: str | None, result: AuditResult) -> MatrixRow:
+    failing = [f for f in result.findings if f.status in FAILING]
+    naming = sorted({f.check for f in failing if any(s.defect == defect for s in f.suspects)})
+    return MatrixRow(
+        defect=defect,
+        verdict=result.verdict,
+        failing_checks=tuple(sorted({f.check for f in failing})),
+        naming_checks=tuple(naming),
+        suspects=tuple(sorted({s.defect for f in failing for s in f.suspects})),
+    )
+
+
+def run_matrix(
+    config: AuditConfig,
+    base_dir: Path,
+    *,
+    defects: Sequence[str] = DEFECT_IDS,
+    scenario_filter: Sequence[str] | None = None,
+    on_defect: Callable[[str | None], None] | None = None,
+    on_event: Callable[[AuditEvent], None] | None = None,
+) -> MatrixResult:
+    """Audit once with no defect, then once per defect (the model is loaded once)."""
+    if config.engine.name != "reference":
+        raise InputError(
+            "the detection matrix injects defects into the reference engine only",
+            hint="set engine.name: reference",
+        )
+    if config.engine.defects:
+        raise InputError(
+            "the detection matrix injects one defect at a time; model.yaml already lists "
+            f"defects: {', '.join(config.engine.defects)}",
+            hint="remove engine.defects from model.yaml",
+        )
+    adapter: EngineAdapter = create_adapter(base_settings(config.engine, base_dir))
+    rows = []
+    try:
+        for defect in (None, *defects):
+            if on_defect is not None:
+                on_defect(defect)
+            engine = config.engine.model_copy(
+                update={"defects": [] if defect is None else [defect]}
+            )
+            variant = config.model_copy(update={"engine": engine})
+            planned: list[PlannedScenario] = plan_audit(variant, base_dir)
+            if scenario_filter:
+                planned = [p for p in planned if p.scenario.name in scenario_filter]
+            result = run_audit(variant, planned, base_dir, adapter=adapter, on_event=on_event)
+            rows.append(_row(defect, result))
+    finally:
+        adapter.close()
+    return MatrixResult(contract=config.engine.contract, rows=tuple(rows))
