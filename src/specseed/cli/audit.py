@@ -118,7 +118,7 @@ def audit(
 
     out = Console(stderr=json_path is not None and str(json_path) == "-")
     err = Console(stderr=True)
-    with error_boundary():
+    with error_boundary(runs_engine=True):
         if model_yaml is not None:
             config = load_audit_config(model_yaml)
             base_dir = model_yaml.parent

@@ -19,7 +19,8 @@ EXIT_VIOLATION = 1
 EXIT_BAD_INPUT = 2
 EXIT_ENGINE = 3
 
-stderr = Console(stderr=True)
+# soft_wrap: a problem line (file:line: path: message) is never broken inside a path.
+stderr = Console(stderr=True, soft_wrap=True)
 
 
 def _print_error(exc: SpecseedError) -> None:
@@ -32,13 +33,16 @@ def _print_error(exc: SpecseedError) -> None:
 
 
 @contextmanager
-def error_boundary() -> Iterator[None]:
-    """Map library errors to exit codes; anything else is a bug and propagates."""
+def error_boundary(*, runs_engine: bool = False) -> Iterator[None]:
+    """Map library errors to exit codes; anything else is a bug and propagates.
+
+    ``runs_engine``: the command would have run an engine, so say that nothing ran.
+    """
     try:
         yield
     except InputError as exc:
         _print_error(exc)
-        if not isinstance(exc, ScenarioError) or exc.problems:
+        if runs_engine:
             stderr.print("[dim]Nothing was run.[/]")
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except EngineError as exc:

@@ -19,6 +19,11 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 out = Console()
+lines = Console(soft_wrap=True)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 @app.command("list")
@@ -91,12 +96,13 @@ def validate(
                 )
             else:
                 scenario = parse_scenario(text, str(path))
-                out.print(
+                lines.print(
                     f"[green]✓[/] {escape(str(path))}: scenario {scenario.name} "
-                    f"({len(scenario.runs)} runs)"
+                    f"({_count(len(scenario.runs), 'run')})"
                 )
         except ScenarioError as exc:
             problems.extend(exc.problems or [exc.message])
     if problems:
         with error_boundary():
-            raise ScenarioError(f"{len(problems)} problems", problems)
+            noun = "problem" if len(problems) == 1 else "problems"
+            raise ScenarioError(f"{len(problems)} {noun} found", problems)
