@@ -1,0 +1,130 @@
+"""Per-request key/value caches, stored as slots of one pool per model.
+
+A request owns a :class:`KVCache`; the model owns a :class:`KVPool` whose tensors hold every
+cache's keys and values, one slot per live cache. Keeping them in one tensor lets a forward
+write all rows' keys of a layer with one indexed store and read each row's cache with one
+gather, however many requests share the batch.
+
+Every slot has the same fixed capacity (the model's ``max_seq_len``): attention always runs
+over all ``capacity`` key slots with the invisible ones masked, which is what keeps a request's
+numerics independent of the other requests and of how its tokens were chunked (see
+``numerics``). Positions at or beyond a cache's length are never visible, so truncating is just
+forgetting the length; the stale entries are overwritten when the positions are reused.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from specseed.errors import EngineError
+
+
+class KVPool:
+    """Key and value storage for all caches of one model.
+
+    ``keys[layer, slot, kv_head, position, dim]`` and ``values[layer, slot, kv_head, dim,
+    position]``: values are stored transposed so that attention's weighted sum runs over the
+    last, contiguous dimension.
+    """
+
+    def __init__(
+        self,
+        *,
+        num_layers: int,
+        num_kv_heads: int,
+        head_dim: int,
+        capacity: int,
+        device: torch.device,
+        initial_slots: int = 8,
+    ) -> None:
+        self.num_layers = num_layers
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = head_dim
+        self.capacity = capacity
+        self.device = device
+        self.keys = self._zeros_keys(initial_slots)
+        self.values = self._zeros_values(initial_slots)
+        self._free = list(range(initial_slots - 1, -1, -1))
+
+    @property
+    def num_slots(self) -> int:
+        return int(self.keys.shape[1])
+
+    def acquire(self) -> int:
+        """A free slot, zeroed; the pool doubles when none is left (existing slots keep their
+        index and contents)."""
+        if not self._free:
+            old = self.num_slots
+            self.keys = torch.cat((self.keys, self._zeros_keys(old)), dim=1)
+            self.values = torch.cat((self.values, self._zeros_values(old)), dim=1)
+            self._free = list(range(2 * old - 1, old - 1, -1))
+        slot = self._free.pop()
+        # Masked slots only ever contribute exact zeros, unless a previous owner left a NaN or
+        # an infinity there (0 * inf is NaN): start every cache from zeros.
+        self.keys[:, slot].zero_()
+        self.values[:, slot].zero_()
+        return slot
+
+    def release(self, slot: int) -> None:
+        self._free.append(slot)
+
+    def _zeros_keys(self, slots: int) -> torch.Tensor:
+        return torch.zeros(
+            (self.num_layers, slots, self.num_kv_heads, self.capacity, self.head_dim),
+            dtype=torch.float32,
+            device=self.device,
+        )
+
+    def _zeros_values(self, slots: int) -> torch.Tensor:
+        return torch.zeros(
+            (self.num_layers, slots, self.num_kv_heads, self.head_dim, self.capacity),
+            dtype=torch.float32,
+            device=self.device,
+        )
+
+
+class KVCache:
+    """One request's attention state in one model (target or draft head).
+
+    ``length`` counts the positions already processed; the next forward appends at
+    ``length``. ``truncate`` drops rejected draft positions. The slot returns to the pool when
+    the cache is garbage-collected or :meth:`release` is called.
+    """
+
+    __slots__ = ("__weakref__", "_finalizer", "_length", "pool", "slot")
+
+    def __init__(self, pool: KVPool) -> None:
+        self.pool = pool
+        self.slot = pool.acquire()
+        self._length = 0
+        self._finalizer = weakref.finalize(self, pool.release, self.slot)
+
+    @property
+    def length(self) -> int:
+        return self._length
+
+    @property
+    def capacity(self) -> int:
+        return self.pool.capacity
+
+    @property
+    def released(self) -> bool:
+        return not self._finalizer.alive
+
+    def truncate(self, length: int) -> None:
+        """Keep the first ``length`` positions (``0 <= length <= self.length``)."""
+        if not 0 <= length <= self._length:
+            raise EngineError(f"cannot truncate a KV cache of length {self._length} to {length}")
+        self._length = length
+
+    def release(self) -> None:
+        """Give the slot back now; the cache must not be used afterwards."""
+        self._finalizer()
+
+    def _advance(self, count: int) -> None:
+        self._length += count
+
+    def __repr__(self) -> str:
+        return f"KVCache(slot={self.slot}, length={self._length}, capacity={self.capacity})"
