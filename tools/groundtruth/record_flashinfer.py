@@ -31,6 +31,9 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--label", default="")
     parser.add_argument("--device", default="cuda", help="cpu only for a dry run of the harness")
+    parser.add_argument(
+        "--skip", action="append", default=[], help="case id to leave out (repeatable)"
+    )
     opts = parser.parse_args()
 
     started = time.time()
@@ -39,7 +42,19 @@ def main() -> int:
 
     cases = flashinfer_cases()
     results: dict[str, dict[str, object]] = {}
+    meta = {
+        "label": opts.label,
+        "flashinfer": getattr(flashinfer, "__version__", "?"),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "device": torch.cuda.get_device_name(0) if opts.device == "cuda" else opts.device,
+        "capability": list(torch.cuda.get_device_capability(0)) if opts.device == "cuda" else [],
+        "python": platform.python_version(),
+        "skipped": opts.skip,
+    }
     for case in cases:
+        if case["id"] in opts.skip:
+            continue
         fn = getattr(fs, case["kernel"])
         accepted = inspect.signature(fn).parameters
         args = {k: v for k, v in case["args"].items() if k in accepted}
@@ -63,19 +78,10 @@ def main() -> int:
             entry["traceback"] = traceback.format_exc()[-2000:]
         results[case["id"]] = entry
         print(case["id"], "error" if "error" in entry else "ok", flush=True)
-
-    meta = {
-        "label": opts.label,
-        "flashinfer": getattr(flashinfer, "__version__", "?"),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "device": torch.cuda.get_device_name(0) if opts.device == "cuda" else opts.device,
-        "capability": list(torch.cuda.get_device_capability(0)) if opts.device == "cuda" else [],
-        "python": platform.python_version(),
-        "seconds": round(time.time() - started, 1),
-    }
-    record = {"meta": meta, "cases_digest": digest(cases), "results": results}
-    Path(opts.out).write_text(json.dumps(record, separators=(",", ":")))
+        # Written after every case: a kernel that hangs must not take the earlier ones with it.
+        meta["seconds"] = round(time.time() - started, 1)
+        record = {"meta": meta, "cases_digest": digest(cases), "results": results}
+        Path(opts.out).write_text(json.dumps(record, separators=(",", ":")))
     print(json.dumps(meta))
     return 0
 
