@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from specseed import __version__
-from specseed.cli import scenarios
+from specseed.cli import rng, scenarios
 from specseed.cli.audit import AUDIT_HELP, audit
 from specseed.cli.misc import checks, init, schema
 
@@ -52,6 +52,7 @@ app.command("init")(init)
 app.add_typer(scenarios.app, name="scenarios")
 app.command("schema")(schema)
 app.command("checks")(checks)
+app.add_typer(rng.app, name="rng", help="Inspect curand Philox streams (seed, subsequence, offset)")
 
 
 def main() -> None:

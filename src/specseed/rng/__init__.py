@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from specseed.rng.draws import Draw, stream_draws
+from specseed.rng.draws import Draw, parse_stream_value, stream_draws
 from specseed.rng.philox import (
     PHILOX_M0,
     PHILOX_M1,
@@ -34,6 +34,7 @@ __all__ = [
     "as_int64_bits",
     "as_uint64",
     "curand_uniform",
+    "parse_stream_value",
     "philox4x32_10",
     "philox_uniforms",
     "philox_words",

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specseed.errors import InputError
 from specseed.rng.philox import UINT64_MAX, as_uint64, curand_uniform, philox_words
 
-__all__ = ["Draw", "stream_draws"]
+__all__ = ["Draw", "parse_stream_value", "stream_draws"]
 
 
 @dataclass(frozen=True)
@@ -60,3 +61,20 @@ def stream_draws(seed: int, subsequence: int, offset: int, n: int) -> list[Draw]
             )
         )
     return draws
+
+
+def parse_stream_value(text: str, name: str, *, allow_int64: bool = False) -> int:
+    """Parse a uint64 stream parameter written in decimal or 0x-hex; return it as uint64.
+
+    ``allow_int64`` also accepts negative int64 values (seeds), returned as their uint64
+    reinterpretation. Raises ``InputError`` with a one-line message otherwise.
+    """
+    try:
+        value = int(text.strip(), 0)
+    except ValueError:
+        raise InputError(f"{name} must be an integer (decimal or 0x-hex), got {text!r}") from None
+    low = -(1 << 63) if allow_int64 else 0
+    if not low <= value <= UINT64_MAX:
+        allowed = "-2**63 .. 2**64-1" if allow_int64 else "0 .. 2**64-1"
+        raise InputError(f"{name} must be in {allowed}, got {value}")
+    return as_uint64(value)
