@@ -184,3 +184,13 @@ def test_stream_draws_lists_counter_and_lane() -> None:
     assert [d.lane for d in draws] == [2, 3, 0]
     assert draws[0].counter == (3 << 64) + 3 and draws[2].counter == (3 << 64) + 4
     assert [d.word for d in draws] == philox_words(U64, 3, 14, 3).tolist()
+
+
+def test_large_batches_equal_small_ones() -> None:
+    """Big calls are computed in chunks of Philox blocks; the chunk seams must not show."""
+    subsequences = torch.arange(70_000)
+    whole = philox_words(5, subsequences, 3, 9)  # 3 blocks per state: many chunks
+    pieces = torch.cat(
+        [philox_words(5, subsequences[i : i + 7000], 3, 9) for i in range(0, 70_000, 7000)]
+    )
+    assert torch.equal(whole, pieces)

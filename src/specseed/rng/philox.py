@@ -55,6 +55,8 @@ _ROUND_BUMPS = torch.tensor(
 
 # curand_uniform: (float)x * 2**-32 + 2**-33. The multiply by a power of two is exact, so
 # rounding happens in the int->float conversion and once in the add (with or without FMA).
+_CHUNK_BLOCKS = 1 << 14
+
 _TWO_POW_M32 = 2.0**-32
 _TWO_POW_M33 = 2.0**-33
 
@@ -123,6 +125,19 @@ def _mulhilo(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _philox_rounds(ctr: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     """Ten Philox rounds on ``ctr`` (4, N) with ``key`` (2, N) or (2, 1); returns (4, N)."""
+    width = ctr.shape[1]
+    if width > _CHUNK_BLOCKS:
+        # Cache-sized pieces: every round allocates a dozen temporaries of the input's size.
+        return torch.cat(
+            [
+                _philox_rounds(
+                    ctr[:, i : i + _CHUNK_BLOCKS],
+                    key if key.shape[1] == 1 else key[:, i : i + _CHUNK_BLOCKS],
+                )
+                for i in range(0, width, _CHUNK_BLOCKS)
+            ],
+            dim=1,
+        )
     keys = (key.unsqueeze(0) + _ROUND_BUMPS) & _MASK32  # (ROUNDS, 2, N)
     x = ctr
     for r in range(ROUNDS):
@@ -196,14 +211,15 @@ def _stream_coordinates(
     # (offset >> 2) + ((offset & 3) + skip) >> 2, its lane ((offset & 3) + skip) & 3.
     lane_sum = (offset_t & 3) + skip
     block_low = ((offset_t >> 2) & 0x3FFFFFFFFFFFFFFF) + (lane_sum >> 2)  # < 2**63: no overflow
-    lane: torch.Tensor | int = lane_sum & 3
+    lanes = lane_sum & 3
     counter_low = torch.stack((_lo32(block_low), _hi32(block_low)))
     counter = torch.cat((counter_low, torch.stack((_lo32(subseq_t), _hi32(subseq_t)))))
     # A single lane for every state (the common case) lets the caller slice instead of gather.
-    if lane.numel() == 0:
+    lane: torch.Tensor | int = lanes
+    if lanes.numel() == 0:
         lane = 0
-    elif bool((lane == lane[0]).all()):
-        lane = int(lane[0])
+    elif bool((lanes == lanes[0]).all()):
+        lane = int(lanes[0])
     return shape, key, counter, lane
 
 
