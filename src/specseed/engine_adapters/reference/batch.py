@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from specseed.engine_adapters.reference.kv_cache import KVCache, KVPool
-from specseed.engine_adapters.reference.numerics import apply_rope, attention
+from specseed.engine_adapters.reference.numerics import apply_rope, attention, key_span
 from specseed.errors import EngineError
 
 
@@ -50,7 +50,9 @@ class RowPlan:
     positions: torch.Tensor
     """``[rows]`` int64: the row's position in its sequence."""
     hidden_mask: torch.Tensor
-    """``[rows, capacity]`` bool: the key slots a row must not attend to."""
+    """``[rows, span]`` bool: the key slots a row must not attend to."""
+    span: int
+    """Key slots this forward attends over: whole blocks up to the furthest position."""
 
     @property
     def rows(self) -> int:
@@ -96,7 +98,8 @@ class RowPlan:
             positions.extend(range(start, start + len(ids)))
         device = pool.device
         position_tensor = torch.tensor(positions, dtype=torch.int64, device=device)
-        key_slots = torch.arange(pool.capacity, device=device)
+        span = key_span(max(positions, default=0))
+        key_slots = torch.arange(span, device=device)
         return cls(
             caches=tuple(caches),
             sizes=tuple(sizes),
@@ -104,6 +107,7 @@ class RowPlan:
             slots=torch.tensor(slots, dtype=torch.int64, device=device),
             positions=position_tensor,
             hidden_mask=key_slots[None, :] > position_tensor[:, None],
+            span=span,
         )
 
     def commit(self) -> None:
@@ -139,4 +143,11 @@ def self_attention(
     values_t[plan.slots, :, :, plan.positions] = qkv[:, (heads + kv_heads) * dim :].view(
         rows, kv_heads, dim
     )
-    return attention(q, keys[plan.slots], values_t[plan.slots], plan.hidden_mask, shape.scale)
+    span = plan.span
+    return attention(
+        q,
+        keys[:, :, :span][plan.slots],
+        values_t[..., :span][plan.slots],
+        plan.hidden_mask,
+        shape.scale,
+    )

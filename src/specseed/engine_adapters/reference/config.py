@@ -57,7 +57,8 @@ class LlamaConfig:
     num_attention_heads: int
     num_key_value_heads: int
     head_dim: int | None = None
-    """Per-head width; ``None`` means ``hidden_size // num_attention_heads`` (HF's default)."""
+    """Per-head width; ``None`` becomes ``hidden_size // num_attention_heads`` (HF's default)
+    at construction, so equal configs compare equal however they were spelled."""
     rms_norm_eps: float = 1e-6
     rope_theta: float = 10000.0
     rope_scaling: RopeScaling | None = None
@@ -72,6 +73,7 @@ class LlamaConfig:
     eos_token_id: int | tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
+        _resolve_head_dim(self)
         _check_attention_shape(
             "LlamaConfig",
             self.hidden_size,
@@ -196,6 +198,7 @@ class Eagle3DraftConfig:
     torch_dtype: str = "float32"
 
     def __post_init__(self) -> None:
+        _resolve_head_dim(self)
         _check_attention_shape(
             "Eagle3DraftConfig",
             self.hidden_size,
@@ -303,6 +306,12 @@ class Eagle3DraftConfig:
                 "eagle_aux_hidden_state_layer_ids": [i + 1 for i in self.capture_layers],
             }
         return out
+
+
+def _resolve_head_dim(config: LlamaConfig | Eagle3DraftConfig) -> None:
+    if config.head_dim is None and config.num_attention_heads > 0:
+        # Frozen dataclass: fill the derived default once, at construction.
+        object.__setattr__(config, "head_dim", config.hidden_size // config.num_attention_heads)
 
 
 def _check_attention_shape(

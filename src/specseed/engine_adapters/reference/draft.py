@@ -31,6 +31,7 @@ then ignored), and a missing ``lm_head.weight`` means the target's lm_head.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -484,23 +485,33 @@ def _derived_tensors(
 
 
 def _fc_rms(target: LlamaTarget, fc: torch.Tensor, seed: int, init: DerivedInit) -> float:
-    """rms of ``fc(aux)`` over a seeded calibration sequence run through the target."""
+    """rms of ``fc(aux)`` over a seeded calibration sequence run through the target,
+    rounded to a sixteenth of an octave.
+
+    The target's float32 states differ in the last bits between CPUs of different vector
+    widths (sums group differently); the rounding keeps the derived weights the same
+    everywhere unless the rms falls within about 1e-7 of a grid point.
+    """
     words = uniform(seed, "eagle3-derived/calibration", (init.calibration_tokens,), std=1.0)
-    # Map the uniform values (mean 0, std 1 on +-sqrt(3)) to token ids deterministically.
-    tokens = (
-        ((words / 3.0**0.5 + 1.0) * 0.5 * target.vocab_size).long().clamp(0, target.vocab_size - 1)
-    )
+    # The uniform values lie in (-sqrt(3), sqrt(3)); map them to token ids.
+    unit = (words.double() / math.sqrt(3.0) + 1.0) * 0.5
+    tokens = (unit * target.vocab_size).long().clamp(0, target.vocab_size - 1)
     cache = target.new_cache()
     length = min(init.calibration_tokens, target.max_seq_len)
     aux = target.forward([(cache, tokens[:length].tolist())])[0].aux_hidden
     cache.release()
-    return float(linear(aux, fc).pow(2).mean().sqrt())
+    rms = float(linear(aux.double(), fc.double()).pow(2).mean().sqrt())
+    return 2.0 ** (round(16 * math.log2(rms)) / 16)
 
 
 def _favoured_ids(
     embed: torch.Tensor, final_norm: torch.Tensor, lm_head: torch.Tensor, eps: float
 ) -> torch.Tensor:
-    """Target ids sorted by the probability mass the current-token predictions give them."""
-    probs = torch.softmax(linear(rms_norm(embed, final_norm, eps), lm_head), dim=-1)
-    mass = probs.sum(0)
+    """Target ids sorted by the probability mass the current-token predictions give them.
+
+    Computed in float64 so that platform-dependent rounding cannot reorder two ids (their
+    masses would have to agree to about 1e-15).
+    """
+    normed = rms_norm(embed.double(), final_norm.double(), eps)
+    mass = torch.softmax(linear(normed, lm_head.double()), dim=-1).sum(0)
     return torch.argsort(mass, descending=True, stable=True)

@@ -5,10 +5,10 @@ cache's keys and values, one slot per live cache. Keeping them in one tensor let
 write all rows' keys of a layer with one indexed store and read each row's cache with one
 gather, however many requests share the batch.
 
-Every slot has the same fixed capacity (the model's ``max_seq_len``): attention always runs
-over all ``capacity`` key slots with the invisible ones masked, which is what keeps a request's
-numerics independent of the other requests and of how its tokens were chunked (see
-``numerics``). Positions at or beyond a cache's length are never visible, so truncating is just
+Every slot has the same capacity (the model's ``max_seq_len``). A forward attends over whole
+blocks of key slots up to its furthest position, the invisible ones masked; ``numerics``
+explains why that keeps a request's bits independent of the other requests and of how its
+tokens were chunked. Positions at or beyond a cache's length are never visible, so truncating is just
 forgetting the length; the stale entries are overwritten when the positions are reused.
 """
 
@@ -18,6 +18,7 @@ import weakref
 
 import torch
 
+from specseed.engine_adapters.reference.numerics import key_span
 from specseed.errors import EngineError
 
 
@@ -43,6 +44,8 @@ class KVPool:
         self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim
         self.capacity = capacity
+        # Storage rounds up to whole attention blocks; positions past `capacity` stay unused.
+        self.storage_len = key_span(capacity - 1)
         self.device = device
         self.keys = self._zeros_keys(initial_slots)
         self.values = self._zeros_values(initial_slots)
@@ -72,14 +75,14 @@ class KVPool:
 
     def _zeros_keys(self, slots: int) -> torch.Tensor:
         return torch.zeros(
-            (self.num_layers, slots, self.num_kv_heads, self.capacity, self.head_dim),
+            (self.num_layers, slots, self.num_kv_heads, self.storage_len, self.head_dim),
             dtype=torch.float32,
             device=self.device,
         )
 
     def _zeros_values(self, slots: int) -> torch.Tensor:
         return torch.zeros(
-            (self.num_layers, slots, self.num_kv_heads, self.head_dim, self.capacity),
+            (self.num_layers, slots, self.num_kv_heads, self.head_dim, self.storage_len),
             dtype=torch.float32,
             device=self.device,
         )
