@@ -56,6 +56,9 @@ _ROUND_BUMPS = torch.tensor(
 # curand_uniform: (float)x * 2**-32 + 2**-33. The multiply by a power of two is exact, so
 # rounding happens in the int->float conversion and once in the add (with or without FMA).
 _CHUNK_BLOCKS = 1 << 14
+# Below this many blocks a call is cheaper in Python integers: a torch op costs microseconds of
+# dispatch and a block needs about 150 of them, while the integer loop takes ~8 us per block.
+_PYTHON_PATH_MAX_BLOCKS = 32
 
 _TWO_POW_M32 = 2.0**-32
 _TWO_POW_M33 = 2.0**-33
@@ -196,16 +199,9 @@ def _stream_blocks(
 
 
 def _stream_coordinates(
-    seed: StreamParam, subsequence: StreamParam, offset: StreamParam, skip: int
-) -> tuple[torch.Size, torch.Tensor, torch.Tensor, torch.Tensor | int]:
-    """Broadcast the stream parameters; return (shape, key (2,S), counter (4,S), lane)."""
-    if skip < 0:
-        raise ValueError("skip must be >= 0")
-    seed_t = _as_bits_tensor(seed, "seed")
-    subseq_t = _as_bits_tensor(subsequence, "subsequence")
-    offset_t = _as_bits_tensor(offset, "offset")
-    shape = torch.broadcast_shapes(seed_t.shape, subseq_t.shape, offset_t.shape)
-    seed_t, subseq_t, offset_t = (t.expand(shape).reshape(-1) for t in (seed_t, subseq_t, offset_t))
+    seed_t: torch.Tensor, subseq_t: torch.Tensor, offset_t: torch.Tensor, skip: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | int]:
+    """Flat (S,) parameters -> (key (2,S), counter of the first block (4,S), lane)."""
     key = torch.stack((_lo32(seed_t), _hi32(seed_t)))
     # Word position within the high-64-bit block range: offset + skip; its block part is
     # (offset >> 2) + ((offset & 3) + skip) >> 2, its lane ((offset & 3) + skip) & 3.
@@ -220,7 +216,31 @@ def _stream_coordinates(
         lane = 0
     elif bool((lanes == lanes[0]).all()):
         lane = int(lanes[0])
-    return shape, key, counter, lane
+    return key, counter, lane
+
+
+def _block_python(counter: int, seed: int) -> tuple[int, int, int, int]:
+    """One Philox4x32-10 block in Python integers (no overflow to work around)."""
+    c0, c1, c2, c3 = (counter >> (32 * w) & _MASK32 for w in range(4))
+    k0, k1 = seed & _MASK32, seed >> 32
+    for _ in range(ROUNDS):
+        p0, p1 = PHILOX_M0 * c0, PHILOX_M1 * c2
+        c0, c1, c2, c3 = (p1 >> 32) ^ c1 ^ k0, p1 & _MASK32, (p0 >> 32) ^ c3 ^ k1, p0 & _MASK32
+        k0, k1 = (k0 + PHILOX_W0) & _MASK32, (k1 + PHILOX_W1) & _MASK32
+    return c0, c1, c2, c3
+
+
+def _words_python(seed: int, position: int, n: int) -> list[int]:
+    """``n`` words of key ``seed`` (uint64) from word ``position`` (taken mod 2**130)."""
+    words: list[int] = []
+    block_index, block = -1, (0, 0, 0, 0)
+    for j in range(n):
+        p = (position + j) & ((1 << 130) - 1)
+        if p >> 2 != block_index:
+            block_index = p >> 2
+            block = _block_python(block_index, seed)
+        words.append(block[p & 3])
+    return words
 
 
 def philox_words(
@@ -240,11 +260,23 @@ def philox_words(
     """
     if n < 0:
         raise ValueError("n must be >= 0")
-    if skip > (1 << 62):
-        raise ValueError("skip must be <= 2**62")
-    shape, key, counter, lane = _stream_coordinates(seed, subsequence, offset, skip)
-    if n == 0 or counter.shape[1] == 0:
+    if not 0 <= skip <= (1 << 62):
+        raise ValueError("skip must be in 0 .. 2**62")
+    seed_t = _as_bits_tensor(seed, "seed")
+    subseq_t = _as_bits_tensor(subsequence, "subsequence")
+    offset_t = _as_bits_tensor(offset, "offset")
+    shape = torch.broadcast_shapes(seed_t.shape, subseq_t.shape, offset_t.shape)
+    seed_t, subseq_t, offset_t = (t.expand(shape).reshape(-1) for t in (seed_t, subseq_t, offset_t))
+    num_states = seed_t.shape[0]
+    if n == 0 or num_states == 0:
         return torch.zeros(*shape, n, dtype=torch.int64)
+    if num_states * ((n + 6) // 4) <= _PYTHON_PATH_MAX_BLOCKS:
+        rows = [
+            _words_python(s & UINT64_MAX, ((q & UINT64_MAX) << 66) + (o & UINT64_MAX) + skip, n)
+            for s, q, o in zip(seed_t.tolist(), subseq_t.tolist(), offset_t.tolist(), strict=True)
+        ]
+        return torch.tensor(rows, dtype=torch.int64).reshape(*shape, n)
+    key, counter, lane = _stream_coordinates(seed_t, subseq_t, offset_t, skip)
     return _stream_blocks(key, counter, lane, n).reshape(*shape, n)
 
 
