@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 import torch
 from specseed.engine_adapters.reference.model import (
     Eagle3DraftHead,
+    KVCache,
     LlamaTarget,
+    build_tiny_draft,
     build_tiny_target,
     fingerprint,
 )
@@ -75,8 +77,8 @@ class _Request:
     """Device truth: the request has all its tokens."""
     host_done: bool = False
     """The scheduler's view of ``done`` (late by one step under overlap)."""
-    target_cache: object = None
-    draft_cache: object = None
+    target_cache: KVCache | None = None
+    draft_cache: KVCache | None = None
     draft_committed: int = 0
     last_token: int = -1
     drafts: tuple[int, ...] = ()
@@ -134,6 +136,8 @@ class ReferenceEngine(EngineAdapter):
                 self.model_description = f"built-in tiny Llama (model_seed {settings.model_seed})"
             if settings.draft_checkpoint is not None:
                 self.draft = Eagle3DraftHead.from_checkpoint(settings.draft_checkpoint, self.target)
+            elif settings.checkpoint is None:
+                self.draft = build_tiny_draft(self.target, settings.model_seed)
             else:
                 self.draft = Eagle3DraftHead.derived_from(self.target, settings.model_seed)
         except (OSError, ValueError, KeyError) as exc:
@@ -378,7 +382,7 @@ class _EngineRun:
                 inputs.append(list(request.prompt_ids))
             else:
                 inputs.append([request.last_token, *request.drafts])
-        cache_lengths = [len(row.request.target_cache) for row in live]  # type: ignore[arg-type]
+        cache_lengths = [row.request.target_cache.length for row in live]  # type: ignore[union-attr]
         outputs = target.forward(
             [(row.request.target_cache, tokens) for row, tokens in zip(live, inputs, strict=True)]
         )
@@ -561,7 +565,12 @@ class _EngineRun:
             draft_probs, draft_ids, torch.stack(target_probs), states, element0=self.element0
         )
         self._record_events(entries, states, result, outcomes)
-        for row, tokens in zip(verify_rows, result.tokens, strict=True):
+        tokens_per_row = result.tokens
+        if "biased-acceptance" in self.defects:
+            tokens_per_row = sampler.resample_residual_unnormalised(
+                draft_probs, torch.stack(target_probs), tokens_per_row, states, element0=self.element0
+            )
+        for row, tokens in zip(verify_rows, tokens_per_row, strict=True):
             outcomes[id(row)].emitted = tuple(tokens)
 
     def _draft(

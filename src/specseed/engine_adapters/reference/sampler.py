@@ -157,3 +157,46 @@ def verify(
         [int(d) for d in draws.tolist()],
         _used_subsequences(states),
     )
+
+
+def resample_residual_unnormalised(
+    draft_probs: torch.Tensor,
+    target_probs: torch.Tensor,
+    tokens: Sequence[Sequence[int]],
+    states: Sequence[AssignedState],
+    *,
+    element0: bool,
+) -> list[list[int]]:
+    """The ``biased-acceptance`` defect: after a rejection, the engine samples its own residual
+    ``max(p - q, 0)`` with ``sampling_from_probs`` but forgets to normalise it, so a uniform
+    above the residual's mass falls through to the last token with mass.
+
+    Uses the draw the accept kernel would have used for the residual (its last, K + 1).
+    """
+    num_drafts = draft_probs.shape[1]
+    rejected = [i for i, row in enumerate(tokens) if len(row) <= num_drafts]
+    if not rejected:
+        return [list(row) for row in tokens]
+    residuals = []
+    for i in rejected:
+        pos = len(tokens[i]) - 1
+        residuals.append((target_probs[i, pos] - draft_probs[i, pos]).clamp(min=0.0))
+    moved = [
+        AssignedState(states[i].seed, states[i].offset + num_drafts + 1, states[i].subsequence)
+        for i in rejected
+    ]
+    seeds, offsets, subsequences = _state_tensors(moved)
+    if subsequences is None:
+        # Keep each row's own kernel row as its subsequence, as in the accept kernel.
+        subsequences = torch.tensor(rejected, dtype=torch.int64)
+    resampled = sampling.sampling_from_probs(
+        torch.stack(residuals),
+        seed=seeds,
+        offset=offsets,
+        subsequence=subsequences,
+        seed_offset_indexing=_indexing(element0),
+    )
+    out = [list(row) for row in tokens]
+    for k, i in enumerate(rejected):
+        out[i][-1] = int(resampled[k])
+    return out
