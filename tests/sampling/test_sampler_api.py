@@ -7,6 +7,7 @@ import torch
 
 import specseed.sampling as sampling
 from specseed.errors import InputError
+from specseed.rng import philox_uniforms
 from specseed.sampling import SamplingInputError
 
 U64 = (1 << 64) - 1
@@ -177,3 +178,19 @@ def test_top_k_first_matches_joint_free_composition() -> None:
     kept = torch.where(p >= threshold, p, 0.0)
     renormed = kept / kept.sum(dim=1, keepdim=True)
     assert torch.equal(tokens, sampling.top_p_sampling_from_probs(renormed, 0.6, seed=5, offset=1))
+
+
+def test_top_k_first_fast_path_for_large_vocabularies() -> None:
+    """Vocab >= 65536 and k <= 256: top-p over the k largest values in descending order."""
+    vocab, k = 65536, 5
+    p = torch.zeros(1, vocab)
+    p[0, [1003, 1001, 1004, 1000, 1002]] = torch.tensor([5.0, 4.0, 3.0, 2.0, 1.0]) / 32
+    p[0, 2000:2034] = 0.5 / 32
+    tokens, draws = sampling.top_k_top_p_sampling_from_probs(
+        p, k, 1.0, seed=3, offset=0, return_draws=True
+    )
+    # Descending order 1003, 1001, 1004, 1000, 1002 with mass 5, 4, 3, 2, 1 (of 15).
+    u = float(philox_uniforms(3, 0, 0, 1)[0]) * 15
+    expected = [1003, 1001, 1004, 1000, 1002][sum(c <= u for c in (5, 9, 12, 14))]
+    assert int(tokens[0]) == expected
+    assert draws.tolist() == [1]  # top_p = 1 accepts in the first round
