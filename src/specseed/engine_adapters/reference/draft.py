@@ -31,6 +31,7 @@ then ignored), and a missing ``lm_head.weight`` means the target's lm_head.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -124,8 +125,8 @@ class Eagle3DraftHead:
             rope_inv_freq(config.resolved_head_dim, config.rope_theta, config.rope_scaling),
             self.max_seq_len,
         ).to(self.device)
-        self._embed = on.get("embed_tokens.weight", target._embed)
-        self._lm_head = on.get("lm_head.weight", target._lm_head)
+        self._embed = on.get("embed_tokens.weight", target.embed_tokens)
+        self._lm_head = on.get("lm_head.weight", target.lm_head)
         self._fc = on["fc.weight"]
         self._hidden_norm = on["midlayer.hidden_norm.weight"]
         self._input_norm = on["midlayer.input_layernorm.weight"]
@@ -186,7 +187,7 @@ class Eagle3DraftHead:
     def save_checkpoint(self, path: Path, *, dtype: str | None = None) -> None:
         """Write the draft directory: config.json and model.safetensors with EAGLE3 names."""
         stored = dtype or self.config.torch_dtype
-        config = Eagle3DraftConfig(**{**self.config.__dict__, "torch_dtype": stored})
+        config = dataclasses.replace(self.config, torch_dtype=stored)
         tensors = {
             name: t.to(checkpoint.DTYPES[stored]) if t.is_floating_point() else t
             for name, t in self._state.items()

@@ -10,9 +10,9 @@ pipeline cast to float32 at the end only makes a flip rare, not impossible).
 
 So every contraction here is an elementwise product followed by ``sum`` over the last,
 contiguous dimension. torch's CPU sum reduces each output element over that dimension in one
-fixed order that depends only on its length, and products, sums, quotients and square roots
-are correctly rounded, so each output element is a function of its own inputs alone.
-The remaining pieces follow the same rule:
+fixed order that depends only on its length (and the machine's vector width), and products,
+sums, quotients and square roots are correctly rounded, so each output element is a function
+of its own inputs alone. The remaining pieces follow the same rule:
 
 - attention sums over fixed-size blocks of key slots, block after block, the invisible slots
   masked to ``-inf``: ``torch.softmax`` or one ``sum`` over a length that grew with the
@@ -25,7 +25,12 @@ The remaining pieces follow the same rule:
 - RoPE angles come from a table built once, so a position's cos/sin never depend on the call.
 
 The tests in tests/engine_adapters/reference/test_model_invariance.py hold this to
-``torch.equal`` across batch sizes, rows and chunkings.
+``torch.equal`` across batch sizes, rows, chunkings and thread counts.
+
+What this does not give is the same bits on another machine: sums group their terms by SIMD
+lanes, so a CPU with another vector width (or another torch build) rounds differently. The
+audit compares runs made on one machine, which is where the guarantee holds. The seeded
+weights themselves are the same everywhere (see ``seeded``).
 """
 
 from __future__ import annotations

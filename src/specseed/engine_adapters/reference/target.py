@@ -10,6 +10,7 @@ EAGLE3 draft head consumes (``aux_hidden``), captured at :attr:`LlamaTarget.capt
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -209,7 +210,7 @@ class LlamaTarget:
         ``max_shard_bytes`` splits the weights into indexed shards.
         """
         stored = dtype or self.config.torch_dtype
-        config = LlamaConfig(**{**self.config.__dict__, "torch_dtype": stored})
+        config = dataclasses.replace(self.config, torch_dtype=stored)
         tensors = {name: t.to(checkpoint.DTYPES[stored]) for name, t in self._state.items()}
         checkpoint.save_checkpoint(path, config.to_dict(), tensors, max_shard_bytes=max_shard_bytes)
 
@@ -222,6 +223,16 @@ class LlamaTarget:
     @property
     def vocab_size(self) -> int:
         return self.config.vocab_size
+
+    @property
+    def embed_tokens(self) -> torch.Tensor:
+        """``[vocab, hidden]`` input embedding (shared with the draft head; do not modify)."""
+        return self._embed
+
+    @property
+    def lm_head(self) -> torch.Tensor:
+        """``[vocab, hidden]`` output projection (the embedding when tied; do not modify)."""
+        return self._lm_head
 
     def new_cache(self) -> KVCache:
         """An empty KV cache for one request."""

@@ -60,7 +60,24 @@ TINY_MODEL = TinyModelSpec(
         eos_token_id=2,
     ),
 )
-"""The default tiny model (filled in with measurements below)."""
+"""The default tiny model: vocab 512, hidden 64, 4 layers, 4 heads / 2 KV heads (head_dim
+16), SwiGLU 128, untied lm_head, KV capacity 256; EAGLE3 head over layers (0, 2, 3) with a
+384-token draft vocabulary. 214k target and 90k draft parameters.
+
+Measured on the 2-core development machine (torch 2.13 CPU), model_seed 0-3:
+
+- next-token distribution at temperature 1 along sampled sequences: mean entropy 2.17 nats
+  (uniform would be 6.24), perplexity 8.8, mean top-1 probability 0.44;
+- acceptance with K = 3 (tests/engine_adapters/reference/test_draft_acceptance.py, 4 seeds x
+  8 requests x 32 tokens; fraction of iterations with 0 / 1-2 / 3 drafts accepted):
+  greedy 0.50 / 0.39 / 0.11, temperature 0.8 0.40 / 0.40 / 0.20, temperature 1.0
+  0.35 / 0.41 / 0.25;
+- forward latency, best of 5 (benchmarks/bench_model_forward.py, 2 threads, idle machine):
+  target 0.56 ms for 1 request x 1 token, 0.72 ms for 1 x 4, 1.10 ms for 16 x 1, 2.5 ms for
+  16 x 4; draft head 0.21, 0.27, 0.44 and 1.0 ms. A batched greedy loop of 8 requests x 32
+  tokens takes about 75 ms, so 100 such runs take under 10 s. On a busy machine two OpenMP
+  threads spin against other processes and run several times slower than one thread.
+"""
 
 
 def build_tiny_target(model_seed: int) -> LlamaTarget:
