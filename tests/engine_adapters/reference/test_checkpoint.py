@@ -236,3 +236,35 @@ def test_draft_config_round_trips_and_defaults_like_trtllm() -> None:
     assert config.draft_vocab_size == 10  # TRT-LLM's _ensure_draft_vocab_size
     assert config.capture_layers is None
     assert Eagle3DraftConfig.from_dict(config.to_dict()) == config
+
+
+def test_reads_the_published_eagle3_llama31_8b_config() -> None:
+    # config.json of yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, the head TRT-LLM's EAGLE3 examples use.
+    published = {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "bos_token_id": 128000,
+        "eos_token_id": 128001,
+        "hidden_act": "silu",
+        "hidden_size": 4096,
+        "initializer_range": 0.02,
+        "intermediate_size": 14336,
+        "max_position_embeddings": 2048,
+        "model_type": "llama",
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "num_hidden_layers": 1,
+        "pad_token_id": 0,
+        "rms_norm_eps": 1e-05,
+        "tie_word_embeddings": False,
+        "torch_dtype": "float16",
+        "transformers_version": "4.28.1",
+        "use_cache": True,
+        "vocab_size": 128256,
+        "draft_vocab_size": 32000,
+    }
+    config = Eagle3DraftConfig.from_dict(published)
+    assert (config.hidden_size, config.num_key_value_heads, config.head_dim) == (4096, 8, 128)
+    assert (config.vocab_size, config.draft_vocab_size) == (128256, 32000)
+    # No rope keys: the draft layer runs with the Llama default theta, not the target's 500000.
+    assert config.rope_theta == 10000.0 and config.rope_scaling is None
+    assert config.capture_layers is None and config.torch_dtype == "float16"

@@ -501,7 +501,7 @@ def _fc_rms(target: LlamaTarget, fc: torch.Tensor, seed: int, init: DerivedInit)
     length = min(init.calibration_tokens, target.max_seq_len)
     aux = target.forward([(cache, tokens[:length].tolist())])[0].aux_hidden
     cache.release()
-    rms = float(linear(aux.double(), fc.double()).pow(2).mean().sqrt())
+    rms = float(linear(aux.cpu().double(), fc.double()).pow(2).mean().sqrt())
     return 2.0 ** (round(16 * math.log2(rms)) / 16)
 
 
