@@ -8,8 +8,9 @@ gather, however many requests share the batch.
 Every slot has the same capacity (the model's ``max_seq_len``). A forward attends over whole
 blocks of key slots up to its furthest position, the invisible ones masked; ``numerics``
 explains why that keeps a request's bits independent of the other requests and of how its
-tokens were chunked. Positions at or beyond a cache's length are never visible, so truncating is just
-forgetting the length; the stale entries are overwritten when the positions are reused.
+tokens were chunked. Positions at or beyond a cache's length are never visible, so truncating
+is just forgetting the length; the stale entries are overwritten when the positions are
+reused.
 """
 
 from __future__ import annotations
