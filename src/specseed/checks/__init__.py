@@ -5,8 +5,14 @@ Importing this package registers every check (``registry.CHECKS``).
 
 from __future__ import annotations
 
-# Import order is the order of the verdict table's columns: run checks, then comparisons.
-from specseed.checks import invariance, rng_state, runs, streams  # noqa: F401
+# Registration order is the order of the report's columns.
+# isort: off
+from specseed.checks import runs  # noqa: F401
+from specseed.checks import rng_state  # noqa: F401
+from specseed.checks import streams  # noqa: F401
+from specseed.checks import invariance  # noqa: F401
+
+# isort: on
 from specseed.checks.registry import CHECKS, CheckSpec, get_check
 
 __all__ = ["CHECKS", "CheckSpec", "get_check"]

@@ -16,7 +16,14 @@ from rich.table import Table
 from rich.text import Text
 
 from specseed.checks import CHECKS
-from specseed.checks.findings import ATTRIBUTION_TEXT, Finding, OffsetRow, StreamSide, TokenDiff
+from specseed.checks.findings import (
+    ATTRIBUTION_TEXT,
+    EventState,
+    Finding,
+    OffsetRow,
+    StreamSide,
+    TokenDiff,
+)
 from specseed.matrix import MatrixResult
 from specseed.runner import (
     AuditEvent,
@@ -36,6 +43,7 @@ STATUS_STYLE = {
 }
 _SEVERITY = {"fail": 4, "error": 3, "known-limitation": 2, "pass": 1, "skip": 0}
 MAX_OFFSET_ROWS = 12
+MAX_OFFSET_TABLES = 2
 MAX_DIFFS_SHOWN = 3
 
 
@@ -92,12 +100,19 @@ class AuditProgress:
 # -- the report ---------------------------------------------------------------------------
 
 
+def _ordered_checks() -> list[str]:
+    """Run checks first, then comparisons, each in registration order."""
+    return [c for c in CHECKS if CHECKS[c].kind == "run"] + [
+        c for c in CHECKS if CHECKS[c].kind != "run"
+    ]
+
+
 def verdict_table(result: AuditResult) -> Table:
     cells: dict[tuple[str, str], list[str]] = defaultdict(list)
     for scenario in result.scenarios:
         for finding in scenario.findings:
             cells[(scenario.scenario.name, finding.check)].append(finding.status)
-    used = [cid for cid in CHECKS if any(key[1] == cid for key in cells)]
+    used = [cid for cid in _ordered_checks() if any(key[1] == cid for key in cells)]
     table = Table(title="Verdict: scenario by check", title_justify="left", header_style="bold")
     table.add_column("scenario")
     for cid in used:
@@ -114,7 +129,7 @@ def verdict_table(result: AuditResult) -> Table:
 
 def _legend(result: AuditResult) -> Text:
     used = {f.check for f in result.findings}
-    parts = [f"{CHECKS[c].short}={c}" for c in CHECKS if c in used]
+    parts = [f"{CHECKS[c].short}={c}" for c in _ordered_checks() if c in used]
     return Text("columns: " + ", ".join(parts) + "   · = not applicable", style="dim")
 
 
@@ -132,14 +147,8 @@ def _tokens_line(side: StreamSide, start: int, position: int) -> Text:
     return text
 
 
-def _state_cell(side: StreamSide, key: tuple[str, int]) -> str:
-    for event in side.events:
-        if (event.kind, event.index) == key:
-            return (
-                f"seed {event.seed}  subseq {event.subsequence}  offset {event.offset}  "
-                f"draws {event.draws}  (kernel row {event.kernel_row})"
-            )
-    return "—"
+def _event_of(side: StreamSide, key: tuple[str, int]) -> EventState | None:
+    return next((e for e in side.events if (e.kind, e.index) == key), None)
 
 
 def render_diff(diff: TokenDiff) -> Group:
@@ -164,18 +173,36 @@ def render_diff(diff: TokenDiff) -> Group:
     parts: list[object] = [header, tokens]
     if keys:
         states = Table(box=None, header_style="bold", pad_edge=False)
-        states.add_column("event")
-        states.add_column(
-            f"{diff.left.run} (step {diff.left.step}, row {diff.left.row}, iter {diff.left.decoding_iter})"
-        )
-        states.add_column(
-            f"{diff.right.run} (step {diff.right.step}, row {diff.right.row}, iter {diff.right.decoding_iter})"
-        )
+        for column in ("event", "run", "seed", "subseq", "offset", "draws", "kernel row", "iter"):
+            states.add_column(column, justify="left" if column in ("event", "run") else "right")
         for key in keys:
-            left, right = _state_cell(diff.left, key), _state_cell(diff.right, key)
-            style = "red" if left != right else ""
+            left, right = _event_of(diff.left, key), _event_of(diff.right, key)
+            differs = left is None or right is None or left.triple() != right.triple()
             label = key[0] if key[0] == "accept" else f"{key[0]}[{key[1]}]"
-            states.add_row(label, Text(left, style=style), Text(right, style=style))
+            for n, (side, event) in enumerate(((diff.left, left), (diff.right, right))):
+                style = "red" if differs and n == 1 else ""
+                if event is None:
+                    states.add_row(label if n == 0 else "", side.run, "—", style=style)
+                    continue
+                states.add_row(
+                    label if n == 0 else "",
+                    side.run,
+                    str(event.seed),
+                    str(event.subsequence),
+                    str(event.offset),
+                    str(event.draws),
+                    str(event.kernel_row),
+                    str(event.decoding_iter),
+                    style=style,
+                )
+        parts.append(
+            Text(
+                f"RNG state behind it ({diff.left.run}: step {diff.left.step}, row "
+                f"{diff.left.row}; {diff.right.run}: step {diff.right.step}, row "
+                f"{diff.right.row}):",
+                style="dim",
+            )
+        )
         parts.append(states)
     fingerprints = Text(
         f"target logits fingerprint: {diff.left.logits_fingerprint or '—'} vs "
@@ -195,7 +222,9 @@ def render_offsets(rows: Sequence[OffsetRow]) -> Group:
     for row in rows:
         by_request[row.request].append(row)
     parts: list[object] = []
-    for request, table_rows in by_request.items():
+    shown_requests = list(by_request)[:MAX_OFFSET_TABLES]
+    for request in shown_requests:
+        table_rows = by_request[request]
         first_bad = next((i for i, r in enumerate(table_rows) if r.mismatch), 0)
         start = max(0, first_bad - 2)
         shown = table_rows[start : start + MAX_OFFSET_ROWS]
@@ -235,6 +264,9 @@ def render_offsets(rows: Sequence[OffsetRow]) -> Group:
         hidden = len(table_rows) - len(shown)
         if hidden > 0:
             parts.append(Text(f"  … {hidden} more events (all rows are in --json)", style="dim"))
+    others = list(by_request)[MAX_OFFSET_TABLES:]
+    if others:
+        parts.append(Text(f"… tables for {', '.join(others)} are in --json", style="dim"))
     return Group(*parts)
 
 
@@ -316,7 +348,7 @@ def render_matrix(matrix: MatrixResult, console: Console) -> None:
         header_style="bold",
     )
     table.add_column("defect injected")
-    checks = list(CHECKS)
+    checks = _ordered_checks()
     for cid in checks:
         table.add_column(CHECKS[cid].short, justify="center")
     table.add_column("audit")
