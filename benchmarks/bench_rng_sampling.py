@@ -114,7 +114,13 @@ def bench_samplers(min_time: float, shapes: list[tuple[int, int]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter timings, fewer shapes")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch intra-op threads (0: default)"
+    )
     opts = parser.parse_args()
+    if opts.threads:
+        # On a shared machine one thread gives steadier figures than a contended thread pool.
+        torch.set_num_threads(opts.threads)
     min_time = 0.05 if opts.quick else 0.2
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, numpy {np.__version__}")
     print()
