@@ -12,7 +12,9 @@ Everything is done in int64 tensors that hold uint32 values (0 .. 2**32 - 1). A 
 product does not fit in a signed 64-bit integer, so each multiplier is split into two 16-bit
 halves and the 48-bit partial products are recombined (see ``_mulhilo``). Seeds, subsequences and
 offsets arrive as Python ints or as int64 tensors holding uint64 bit patterns, so a negative
-int64 seed names the same stream as its uint64 reinterpretation.
+int64 seed names the same stream as its uint64 reinterpretation. Calls that need only a few
+blocks (a sampler's batch of one) run the same rounds on Python integers instead, which avoids
+the per-op dispatch cost of ~150 tiny torch ops.
 """
 
 from __future__ import annotations
@@ -53,13 +55,14 @@ _ROUND_BUMPS = torch.tensor(
     dtype=torch.int64,
 )  # (ROUNDS, 2, 1): key schedule offsets, added mod 2**32 to (key.x, key.y)
 
-# curand_uniform: (float)x * 2**-32 + 2**-33. The multiply by a power of two is exact, so
-# rounding happens in the int->float conversion and once in the add (with or without FMA).
+# Large calls run in pieces of this many blocks (see _philox_rounds).
 _CHUNK_BLOCKS = 1 << 14
 # Below this many blocks a call is cheaper in Python integers: a torch op costs microseconds of
 # dispatch and a block needs about 150 of them, while the integer loop takes ~8 us per block.
 _PYTHON_PATH_MAX_BLOCKS = 32
 
+# curand_uniform: (float)x * 2**-32 + 2**-33. The multiply by a power of two is exact, so
+# rounding happens in the int->float conversion and once in the add (with or without FMA).
 _TWO_POW_M32 = 2.0**-32
 _TWO_POW_M33 = 2.0**-33
 
