@@ -21,7 +21,7 @@ class CheckContext:
     """The RNG layout the audit holds the engine to."""
 
     def max_draft_len(self, trace: RunTrace) -> int:
-        return int(trace.header.engine_config.get("max_draft_len", 0))  # type: ignore[call-overload]
+        return int(str(trace.header.engine_config.get("max_draft_len", 0)))
 
     def max_num_requests(self, trace: RunTrace) -> int:
-        return int(trace.header.engine_config.get("max_num_requests", 0))  # type: ignore[call-overload]
+        return int(str(trace.header.engine_config.get("max_num_requests", 0)))

@@ -11,12 +11,12 @@ from specseed.checks.findings import EventState, Finding, OffsetRow, Suspect
 from specseed.checks.registry import register
 from specseed.checks.suspects import merge, offset_suspects, overlap_suspect, seed_suspects
 from specseed.contracts import RngContract
-from specseed.trace import RunTrace
+from specseed.trace import RowRecord, RunTrace, StepRecord
 
 MAX_DETAIL_LINES = 8
 
 
-def _scenario_rows(trace: RunTrace):  # type: ignore[no-untyped-def]
+def _scenario_rows(trace: RunTrace) -> Iterator[tuple[StepRecord, RowRecord]]:
     for step in trace.steps:
         for row in step.rows:
             if row.phase == "scenario" and not row.discarded:

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from specseed.checks.findings import EventState, Suspect, TokenDiff
 from specseed.contracts import DEFAULT_SAMPLING_SEED, RngContract
-from specseed.trace import RunTrace, SamplingEvent, StepRecord
+from specseed.trace import RequestInfo, RunTrace, SamplingEvent, StepRecord
 
 
 def merge(suspects: Iterable[Suspect]) -> tuple[Suspect, ...]:
@@ -51,7 +51,7 @@ def unseeded_in_call(
     return found
 
 
-def _info(trace: RunTrace, request_id: str):  # type: ignore[no-untyped-def]
+def _info(trace: RunTrace, request_id: str) -> RequestInfo | None:
     try:
         return trace.request(request_id)
     except KeyError:
@@ -269,7 +269,7 @@ def _step(trace: RunTrace, number: int) -> StepRecord | None:
 
 
 def _max_draft_len(trace: RunTrace) -> int:
-    return int(trace.header.engine_config.get("max_draft_len", 0))  # type: ignore[call-overload]
+    return int(str(trace.header.engine_config.get("max_draft_len", 0)))
 
 
 def _as_event(state: EventState) -> SamplingEvent:

@@ -33,4 +33,5 @@ def load_adapter_class(name: str) -> type:
             f"engine {name!r} needs the Python package {exc.name!r}, which is not installed",
             hint=f"install it with: pip install 'specseed[{name}]'",
         ) from exc
-    return getattr(module, class_name)  # type: ignore[no-any-return]
+    adapter_class: type = getattr(module, class_name)
+    return adapter_class

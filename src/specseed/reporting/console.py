@@ -8,10 +8,17 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.markup import escape
 from rich.panel import Panel
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
@@ -72,7 +79,7 @@ class AuditProgress:
             console=console,
             transient=True,
         )
-        self.task: int | None = None
+        self.task: TaskID | None = None
 
     def __enter__(self) -> AuditProgress:
         self.progress.__enter__()
@@ -170,7 +177,7 @@ def render_diff(diff: TokenDiff) -> Group:
         | {(e.kind, e.index) for e in diff.right.events},
         key=lambda k: (["draft", "target", "accept"].index(k[0]), k[1]),
     )
-    parts: list[object] = [header, tokens]
+    parts: list[RenderableType] = [header, tokens]
     if keys:
         states = Table(box=None, header_style="bold", pad_edge=False)
         for column in ("event", "run", "seed", "subseq", "offset", "draws", "kernel row", "iter"):
@@ -221,7 +228,7 @@ def render_offsets(rows: Sequence[OffsetRow]) -> Group:
     by_request: dict[str, list[OffsetRow]] = defaultdict(list)
     for row in rows:
         by_request[row.request].append(row)
-    parts: list[object] = []
+    parts: list[RenderableType] = []
     shown_requests = list(by_request)[:MAX_OFFSET_TABLES]
     for request in shown_requests:
         table_rows = by_request[request]
@@ -271,7 +278,7 @@ def render_offsets(rows: Sequence[OffsetRow]) -> Group:
 
 
 def render_finding(finding: Finding) -> Panel:
-    parts: list[object] = [Text(finding.message)]
+    parts: list[RenderableType] = [Text(finding.message)]
     if finding.suspects:
         suspects = Table.grid(padding=(0, 1))
         suspects.add_column(style="bold red")
@@ -328,7 +335,7 @@ def render_report(result: AuditResult, console: Console, exit_code: int) -> None
             console.print(
                 f"  [yellow]{finding.check}[/]: {escape(finding.limitation or finding.message)}"
             )
-    counts = defaultdict(int)
+    counts: dict[str, int] = defaultdict(int)
     for finding in result.findings:
         counts[finding.status] += 1
     summary = ", ".join(f"{counts[s]} {s}" for s in STATUS_STYLE if counts[s])

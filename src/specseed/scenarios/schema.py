@@ -153,7 +153,7 @@ class AuditConfig(StrictModel):
         description='"builtin" (the whole library), library scenario names, or paths to '
         "scenario YAML files relative to model.yaml.",
     )
-    checks: ChecksConfig = Field(default_factory=ChecksConfig)  # type: ignore[arg-type]
+    checks: ChecksConfig = Field(default_factory=ChecksConfig)
 
 
 # -- scenarios ----------------------------------------------------------------------------

@@ -19,10 +19,16 @@ from __future__ import annotations
 import platform
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
+
+from specseed import __version__
+from specseed.contracts import get_contract
+from specseed.engine_adapters.base import EngineAdapter, EngineSettings, RequestPlan, RunPlan
+from specseed.engine_adapters.reference import sampler
 from specseed.engine_adapters.reference.model import (
     Eagle3DraftHead,
     KVCache,
@@ -31,11 +37,6 @@ from specseed.engine_adapters.reference.model import (
     build_tiny_target,
     fingerprint,
 )
-
-from specseed import __version__
-from specseed.contracts import get_contract
-from specseed.engine_adapters.base import EngineAdapter, EngineSettings, RequestPlan, RunPlan
-from specseed.engine_adapters.reference import sampler
 from specseed.engine_adapters.reference.rng_assignment import (
     AssignedState,
     EventRequest,
@@ -83,6 +84,16 @@ class _Request:
     last_token: int = -1
     drafts: tuple[int, ...] = ()
     draft_probs: torch.Tensor | None = None
+
+    @property
+    def target(self) -> KVCache:
+        assert self.target_cache is not None, "request not admitted"
+        return self.target_cache
+
+    @property
+    def draft(self) -> KVCache:
+        assert self.draft_cache is not None, "request not admitted"
+        return self.draft_cache
 
     @property
     def request_seed(self) -> int | None:
@@ -171,7 +182,27 @@ class ReferenceEngine(EngineAdapter):
         return tuple(prompt)
 
     def run(self, plan: RunPlan, recorder: TraceRecorder) -> RunTrace:
-        return _EngineRun(self, plan, recorder).execute()
+        with _cpu_threads(1 if self.device.type == "cpu" else None):
+            return _EngineRun(self, plan, recorder).execute()
+
+
+@contextmanager
+def _cpu_threads(count: int | None) -> Iterator[None]:
+    """Run with ``count`` torch CPU threads, then restore the previous count.
+
+    The tiny model's ops are far too small to split: with two OpenMP threads on a busy
+    two-core machine, the threads spin against each other and an audit ran 15x slower
+    (52 s against 3.5 s). Logits do not depend on the thread count (tested).
+    """
+    if count is None:
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 class _EngineRun:
@@ -382,9 +413,9 @@ class _EngineRun:
                 inputs.append(list(request.prompt_ids))
             else:
                 inputs.append([request.last_token, *request.drafts])
-        cache_lengths = [row.request.target_cache.length for row in live]  # type: ignore[union-attr]
+        cache_lengths = [row.request.target.length for row in live]
         outputs = target.forward(
-            [(row.request.target_cache, tokens) for row, tokens in zip(live, inputs, strict=True)]
+            [(row.request.target, tokens) for row, tokens in zip(live, inputs, strict=True)]
         )
         # Logits rows that decide tokens: the prompt's last row, or the K + 1 verification rows.
         decide: list[torch.Tensor] = []
@@ -411,7 +442,7 @@ class _EngineRun:
             if len(request.output) >= request.plan.max_tokens:
                 request.done = True
             if not row.prefill:
-                request.target_cache.truncate(before + 1 + n_accepted)  # type: ignore[attr-defined]
+                request.target.truncate(before + 1 + n_accepted)
 
         if self.max_draft_len > 0:
             drafting = [
@@ -568,7 +599,11 @@ class _EngineRun:
         tokens_per_row = result.tokens
         if "biased-acceptance" in self.defects:
             tokens_per_row = sampler.resample_residual_unnormalised(
-                draft_probs, torch.stack(target_probs), tokens_per_row, states, element0=self.element0
+                draft_probs,
+                torch.stack(target_probs),
+                tokens_per_row,
+                states,
+                element0=self.element0,
             )
         for row, tokens in zip(verify_rows, tokens_per_row, strict=True):
             outcomes[id(row)].emitted = tuple(tokens)
@@ -589,9 +624,9 @@ class _EngineRun:
             else:
                 tokens = list(outcomes[id(row)].emitted)
                 hidden = out.aux_hidden[: n_accepted + 1]  # type: ignore[attr-defined]
-            request.draft_cache.truncate(request.draft_committed)  # type: ignore[attr-defined]
+            request.draft.truncate(request.draft_committed)
             request.draft_committed += len(tokens)
-            chunks.append((request.draft_cache, tokens, hidden))
+            chunks.append((request.draft, tokens, hidden))
         rows = [row for row, _, _ in drafting]
         proposals: list[list[int]] = [[] for _ in rows]
         q_rows: list[list[torch.Tensor]] = [[] for _ in rows]
@@ -617,7 +652,7 @@ class _EngineRun:
             for i in range(len(rows)):
                 proposals[i].append(chosen[i])
             chunks = [
-                (row.request.draft_cache, [chosen[i]], results[i].hidden_out[-1:])
+                (row.request.draft, [chosen[i]], results[i].hidden_out[-1:])
                 for i, row in enumerate(rows)
             ]
         for i, row in enumerate(rows):

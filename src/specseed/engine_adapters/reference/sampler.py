@@ -78,7 +78,7 @@ def _used_subsequences(states: Sequence[AssignedState]) -> list[int]:
     return [row if s.subsequence is None else s.subsequence for row, s in enumerate(states)]
 
 
-def _indexing(element0: bool) -> str:
+def _indexing(element0: bool) -> sampling.SeedOffsetIndexing:
     return "element0" if element0 else "per_row"
 
 
