@@ -92,6 +92,25 @@ def test_rejection_rounds_match_a_scalar_replay(
     assert int(draws.max()) > 1  # several rows needed more than one round
 
 
+# A top-k row (k = 2, seed 95, subsequence 0, offset 0) whose rounds go: five narrowings that
+# keep pivot_1 (high moves down), then one that does not, then acceptance. Rare (about one row
+# in thousands), so the recordings hold none; here it pins the use of ``high`` in pivot_1.
+NARROWING_ROW = [
+    1137, 69, 350, 17, 38, 1910, 38, 1910, 732, 17, 212, 2707, 17, 2096, 38, 2707, 1732, 108,
+    974, 38, 108, 108, 108, 524, 3157, 1910, 212, 2096, 524, 2291, 623, 3642, 2928, 2707, 623,
+    277, 524, 38, 3642, 1108, 69, 212, 108, 2707, 433, 623, 1910, 108, 108, 974, 1403, 155, 433,
+    108, 212, 350, 524, 3642, 2096, 1732, 974, 1251, 974, 433,
+]  # fmt: skip
+
+
+def test_round_after_a_narrowed_high() -> None:
+    row = torch.tensor([NARROWING_ROW], dtype=torch.float32) / 65536
+    token, draws = sampling.top_k_sampling_from_probs(row, 2, seed=95, offset=0, return_draws=True)
+    uniforms = philox_uniforms(95, 0, 0, 16).tolist()
+    assert (int(token[0]), int(draws[0])) == replay_rejection(row[0].tolist(), uniforms, 2, None)
+    assert (int(token[0]), int(draws[0])) == (38, 7)
+
+
 def test_single_draw_kernels_take_one_draw_per_row() -> None:
     probs = dyadic_rows(5, 40, seed=3)
     _, draws = sampling.sampling_from_probs(probs, seed=1, offset=0, return_draws=True)
