@@ -119,6 +119,42 @@ def _side(run: str, tokens: Sequence[int], emitted: list[EmittedAt], position: i
     return StreamSide(run, window, -1, -1, -1, "", ())
 
 
+def _history(trace: RunTrace, request_id: str, until_step: int) -> list[EventState]:
+    """The request's sampling events in the order they ran, up to ``until_step``."""
+    events: list[EventState] = []
+    for step, row in trace.rows_of(request_id):
+        if until_step >= 0 and step.step > until_step:
+            break
+        if row.discarded:
+            continue
+        events.extend(event_state(e, step.step, row.decoding_iter) for e in row.events)
+    return events
+
+
+def _same_state(a: EventState, b: EventState) -> bool:
+    return (a.kind, a.index, a.decoding_iter, a.seed, a.subsequence, a.offset) == (
+        b.kind,
+        b.index,
+        b.decoding_iter,
+        b.seed,
+        b.subsequence,
+        b.offset,
+    )
+
+
+def first_state_difference(
+    left: list[EventState], right: list[EventState]
+) -> tuple[EventState | None, EventState | None] | None:
+    """The first pair of events, in run order, whose states differ (None: histories agree)."""
+    for a, b in zip(left, right, strict=False):
+        if not _same_state(a, b):
+            return a, b
+    if len(left) != len(right):
+        n = min(len(left), len(right))
+        return (left[n] if n < len(left) else None, right[n] if n < len(right) else None)
+    return None
+
+
 def stream_diff(
     left: RunTrace,
     right: RunTrace,
@@ -134,12 +170,21 @@ def stream_diff(
         return None
     left_side = _side(left.name, left_tokens, emission_map(left, request), position)
     right_side = _side(right.name, right_tokens, emission_map(right, other), position)
+    first = first_state_difference(
+        _history(left, request, left_side.step), _history(right, other, right_side.step)
+    )
+    attribution = attribute(left_side, right_side)
+    if attribution in ("logits", "sampler") and first is not None:
+        # The token's own events agree, but an earlier draw did not (it changed drafts or
+        # acceptance before it changed a token).
+        attribution = "rng-state-and-logits" if attribution == "logits" else "rng-state"
     return TokenDiff(
         request=request,
         position=position,
         window_start=max(0, position - DIFF_CONTEXT),
         left=left_side,
         right=right_side,
-        attribution=attribute(left_side, right_side),
+        attribution=attribution,
         right_request=right_request,
+        first_state_difference=first,
     )

@@ -86,6 +86,10 @@ class TokenDiff:
     attribution: Attribution
     right_request: str | None = None
     """Set when the two sides are different requests of the same run."""
+    first_state_difference: tuple[EventState | None, EventState | None] | None = None
+    """The earliest sampling event of the request whose state differs between the sides
+    (None where the histories agree up to the divergent token). Acceptance can hide an early
+    RNG difference for several tokens, so this, not the token's own events, is the cause."""
 
 
 @dataclass(frozen=True)

@@ -37,21 +37,20 @@ def _excused_by_row(diff: TokenDiff, contract: RngContract, check_id: str) -> bo
     limitation = contract.limitation_for(check_id)
     if limitation is None or limitation.defect != "row-subsequence":
         return False
-    if diff.attribution != "rng-state":
+    if diff.attribution != "rng-state" or diff.first_state_difference is None:
         return False
-    left = {(e.kind, e.index): e for e in diff.left.events}
-    right = {(e.kind, e.index): e for e in diff.right.events}
-    if set(left) != set(right):
+    a, b = diff.first_state_difference
+    if a is None or b is None:
         return False
-    moved = False
-    for key, a in left.items():
-        b = right[key]
-        if (a.seed, a.offset) != (b.seed, b.offset):
-            return False
-        if a.subsequence != a.kernel_row or b.subsequence != b.kernel_row:
-            return False
-        moved |= a.subsequence != b.subsequence
-    return moved
+    same_event = (a.kind, a.index, a.decoding_iter, a.seed, a.offset) == (
+        b.kind,
+        b.index,
+        b.decoding_iter,
+        b.seed,
+        b.offset,
+    )
+    follows_rows = a.subsequence == a.kernel_row and b.subsequence == b.kernel_row
+    return same_event and follows_rows and a.subsequence != b.subsequence
 
 
 def _rows_moved(left: RunTrace, right: RunTrace, request: str) -> bool:

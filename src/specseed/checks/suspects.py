@@ -191,10 +191,16 @@ def divergence_suspects(
     """Defects that fit the first divergence of a request between two runs."""
     suspects: list[Suspect] = []
     request_seed = left.request(diff.request).seed if _info(left, diff.request) else None
-    left_events = {(e.kind, e.index): e for e in diff.left.events}
-    right_events = {(e.kind, e.index): e for e in diff.right.events}
-    for key in sorted(set(left_events) & set(right_events)):
-        a, b = left_events[key], right_events[key]
+    pairs: list[tuple[EventState, EventState]]
+    first = diff.first_state_difference
+    if first is not None and first[0] is not None and first[1] is not None:
+        pairs = [(first[0], first[1])]
+    else:
+        left_events = {(e.kind, e.index): e for e in diff.left.events}
+        right_events = {(e.kind, e.index): e for e in diff.right.events}
+        keys = sorted(set(left_events) & set(right_events))
+        pairs = [(left_events[k], right_events[k]) for k in keys]
+    for a, b in pairs:
         if a.seed != b.seed:
             odd = [e for e in (a, b) if request_seed is not None and e.seed != request_seed]
             for e in odd:

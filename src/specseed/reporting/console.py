@@ -158,6 +158,15 @@ def _event_of(side: StreamSide, key: tuple[str, int]) -> EventState | None:
     return next((e for e in side.events if (e.kind, e.index) == key), None)
 
 
+def _describe_state(event: EventState | None) -> str:
+    if event is None:
+        return "no event"
+    return (
+        f"seed {event.seed} subseq {event.subsequence} offset {event.offset} "
+        f"(step {event.step}, kernel row {event.kernel_row})"
+    )
+
+
 def render_diff(diff: TokenDiff) -> Group:
     right_name = diff.right_request or diff.request
     tokens = Table.grid(padding=(0, 2))
@@ -211,6 +220,20 @@ def render_diff(diff: TokenDiff) -> Group:
             )
         )
         parts.append(states)
+    first = diff.first_state_difference
+    event = None if first is None else (first[0] or first[1])
+    if first is not None and event is not None and event.step != diff.left.step:
+        # Only worth a line when it is earlier than the token's own events (shown above).
+        a, b = first
+        parts.append(
+            Text(
+                f"earliest RNG difference for {diff.request}: {event.label()} at iteration "
+                f"{event.decoding_iter}: {_describe_state(a)} in {diff.left.run}, "
+                f"{_describe_state(b)} in "
+                f"{diff.right.run}",
+                style="yellow",
+            )
+        )
     fingerprints = Text(
         f"target logits fingerprint: {diff.left.logits_fingerprint or '—'} vs "
         f"{diff.right.logits_fingerprint or '—'}",

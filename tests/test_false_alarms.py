@@ -1,0 +1,134 @@
+"""False-alarm guard: a correct engine never gets a failing finding.
+
+Hypothesis draws scenarios (requests with any mix of seeds, greedy and sampled, top-k/top-p,
+lengths) and serves them in ways that must not change seeded or greedy tokens: permuted rows,
+staggered arrivals in a small engine, prior traffic, warmup above max_num_requests, the
+overlap scheduler, strict verification. The reference engine following the contract it is
+held to must pass every check (ideal), or yield only known limitations (trtllm-pr17599).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from specseed.checks.findings import FAILING
+from specseed.engine_adapters.base import EngineSettings
+from specseed.engine_adapters.reference.engine import ReferenceEngine
+from specseed.runner import PlannedScenario, plan_run, run_audit
+from specseed.scenarios.loader import LoadedScenario
+from specseed.scenarios.schema import AuditConfig, EngineConfig, Scenario
+
+SEEDS = st.one_of(
+    st.none(),
+    st.integers(min_value=0, max_value=2**64 - 1),
+    st.integers(min_value=-(2**63), max_value=-1),
+)
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> dict[str, dict[str, object]]:
+    count = draw(st.integers(min_value=2, max_value=5))
+    out: dict[str, dict[str, object]] = {}
+    for i in range(count):
+        greedy = draw(st.booleans())
+        out[f"r{i}"] = {
+            "prompt": draw(st.lists(st.integers(0, 511), min_size=1, max_size=6)),
+            "seed": draw(SEEDS),
+            "temperature": 0.0 if greedy else draw(st.sampled_from([0.6, 1.0, 1.4])),
+            "top_k": draw(st.sampled_from([0, 0, 3, 20])),
+            "top_p": draw(st.sampled_from([1.0, 1.0, 0.7])),
+            "max_tokens": draw(st.integers(min_value=1, max_value=14)),
+        }
+    return out
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> Scenario:
+    reqs = draw(requests())
+    names = list(reqs)
+    permuted = draw(st.permutations(names))
+    arrivals = {n: draw(st.integers(0, 6)) for n in names}
+    verification = draw(st.sampled_from(["rejection", "strict"]))
+    base = {"name": "base", "requests": names, "engine": {"verification": verification}}
+    runs = [
+        base,
+        {**base, "name": "again"},
+        {**base, "name": "permuted", "requests": permuted},
+        {
+            **base,
+            "name": "staggered",
+            "arrivals": arrivals,
+            "engine": {"verification": verification, "max_num_requests": 2},
+        },
+        {**base, "name": "busy", "prior_traffic": {"requests": 3, "max_tokens": 3}},
+        {**base, "name": "warm", "warmup": ["max+3"]},
+        {
+            **base,
+            "name": "overlap",
+            "engine": {"verification": verification, "overlap_scheduler": True},
+        },
+    ]
+    return Scenario.model_validate(
+        {
+            "name": "drawn",
+            "description": "drawn by hypothesis",
+            "requests": reqs,
+            "runs": runs,
+            "expect": [
+                {"check": "run-to-run", "runs": ["base", "again"]},
+                {"check": "position-invariance", "runs": ["base", "permuted"]},
+                {"check": "batch-invariance", "runs": ["base", "staggered"]},
+                {"check": "uptime-invariance", "runs": ["base", "busy", "warm"]},
+                {"check": "overlap-invariance", "runs": ["base", "overlap"]},
+            ],
+        }
+    )
+
+
+@cache
+def engine(model_seed: int) -> ReferenceEngine:
+    return ReferenceEngine(EngineSettings(model_seed=model_seed))
+
+
+def audit(scenario: Scenario, contract: str, model_seed: int):  # type: ignore[no-untyped-def]
+    config = AuditConfig(
+        engine=EngineConfig(contract=contract, model_seed=model_seed), scenarios=["drawn.yaml"]
+    )
+    from specseed.runner import base_settings
+
+    base = base_settings(config.engine, Path.cwd())
+    planned = [
+        PlannedScenario(
+            LoadedScenario(scenario, "drawn.yaml"),
+            tuple(plan_run(scenario, run, base) for run in scenario.runs),
+        )
+    ]
+    return run_audit(config, planned, Path.cwd(), adapter=engine(model_seed))
+
+
+COMMON = settings(
+    max_examples=int(os.environ.get("SPECSEED_FALSE_ALARM_EXAMPLES", "30")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@COMMON
+@given(scenario=scenarios(), model_seed=st.sampled_from([0, 1]))
+def test_ideal_engine_passes_every_check(scenario: Scenario, model_seed: int) -> None:
+    result = audit(scenario, "ideal", model_seed)
+    failing = [f for f in result.findings if f.status in FAILING]
+    assert not failing, [(f.check, f.message) for f in failing]
+
+
+@COMMON
+@given(scenario=scenarios(), model_seed=st.sampled_from([0, 1]))
+def test_trtllm_engine_yields_only_stated_limitations(scenario: Scenario, model_seed: int) -> None:
+    result = audit(scenario, "trtllm-pr17599", model_seed)
+    failing = [f for f in result.findings if f.status in FAILING]
+    assert not failing, [(f.check, f.message) for f in failing]
