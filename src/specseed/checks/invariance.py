@@ -62,6 +62,10 @@ def _rows_moved(left: RunTrace, right: RunTrace, request: str) -> bool:
     return rows(left) != rows(right)
 
 
+def _streams(count: int) -> str:
+    return "1 request stream changes" if count == 1 else f"{count} request streams change"
+
+
 def _compare(
     ctx: CheckContext,
     expectation: Expectation,
@@ -131,7 +135,7 @@ def _compare(
             check=check_id,
             scenario=name,
             status="fail",
-            message=f"{len(diffs)} request streams change with {varied}; "
+            message=f"{_streams(len(diffs))} with {varied}; "
             f"{first.request} first diverges at token {first.position} "
             f"({first.left.run} vs {first.right.run}): {ATTRIBUTION_TEXT[first.attribution]}",
             runs=runs,

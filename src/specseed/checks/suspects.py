@@ -90,7 +90,7 @@ def seed_suspects(
                 f"the engine's seed of unseeded request {rid} in the same kernel call",
             )
         )
-    if event.offset == 0 or not neighbours:
+    if not suspects:
         suspects.append(
             Suspect(
                 "engine-counter",

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 
 from rich.console import Console, Group, RenderableType
 from rich.markup import escape
-from rich.panel import Panel
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -19,6 +18,7 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
@@ -52,6 +52,13 @@ _SEVERITY = {"fail": 4, "error": 3, "known-limitation": 2, "pass": 1, "skip": 0}
 MAX_OFFSET_ROWS = 12
 MAX_OFFSET_TABLES = 2
 MAX_DIFFS_SHOWN = 3
+
+
+def fmt_u64(value: int | None) -> str:
+    """A uint64 for tables: decimal when short, hex when it would not fit a column."""
+    if value is None:
+        return "unique"
+    return str(value) if value < 1 << 32 else f"{value:#x}"
 
 
 def _status_text(status: str) -> Text:
@@ -203,7 +210,7 @@ def render_diff(diff: TokenDiff) -> Group:
                 states.add_row(
                     label if n == 0 else "",
                     side.run,
-                    str(event.seed),
+                    fmt_u64(event.seed),
                     str(event.subsequence),
                     str(event.offset),
                     str(event.draws),
@@ -282,10 +289,10 @@ def render_offsets(rows: Sequence[OffsetRow]) -> Group:
                 str(r.step),
                 str(r.decoding_iter),
                 r.event,
-                "unique" if r.expected_seed is None else str(r.expected_seed),
+                fmt_u64(r.expected_seed),
                 str(r.expected_subsequence),
                 str(r.expected_offset),
-                _cell(r, r.seed, "seed"),
+                _cell(r, fmt_u64(r.seed), "seed"),
                 _cell(r, r.subsequence, "subsequence"),
                 _cell(r, r.offset, "offset"),
                 str(r.draws),
@@ -300,8 +307,17 @@ def render_offsets(rows: Sequence[OffsetRow]) -> Group:
     return Group(*parts)
 
 
-def render_finding(finding: Finding) -> Panel:
-    parts: list[RenderableType] = [Text(finding.message)]
+def render_finding(finding: Finding) -> Group:
+    """One failing finding: a rule with its title, then the evidence, unboxed so that it can
+    be pasted into an issue as it is."""
+    style = "red" if finding.status == "fail" else "magenta"
+    title = f"[bold]{finding.status.upper()}[/] {finding.check} · {escape(finding.scenario)}"
+    if finding.runs:
+        title += f" · {escape(', '.join(finding.runs))}"
+    parts: list[RenderableType] = [
+        Rule(title, align="left", style=style),
+        Text(finding.message),
+    ]
     if finding.suspects:
         suspects = Table.grid(padding=(0, 1))
         suspects.add_column(style="bold red")
@@ -321,11 +337,8 @@ def render_finding(finding: Finding) -> Panel:
     if finding.offsets:
         parts.append(Text(""))
         parts.append(render_offsets(finding.offsets))
-    style = "red" if finding.status == "fail" else "magenta"
-    title = f"[bold]{finding.status.upper()}[/] {finding.check} · {escape(finding.scenario)}"
-    if finding.runs:
-        title += f" · {escape(', '.join(finding.runs))}"
-    return Panel(Group(*parts), title=title, title_align="left", border_style=style)
+    parts.append(Text(""))
+    return Group(*parts)
 
 
 def render_report(result: AuditResult, console: Console, exit_code: int) -> None:
