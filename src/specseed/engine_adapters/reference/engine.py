@@ -140,10 +140,12 @@ class ReferenceEngine(EngineAdapter):
         self.device = torch.device(settings.device)
         try:
             if settings.checkpoint is not None:
-                self.target = LlamaTarget.from_checkpoint(settings.checkpoint)
+                self.target = LlamaTarget.from_checkpoint(
+                    settings.checkpoint, device=settings.device
+                )
                 self.model_description = f"checkpoint {settings.checkpoint}"
             else:
-                self.target = build_tiny_target(settings.model_seed)
+                self.target = build_tiny_target(settings.model_seed, device=settings.device)
                 self.model_description = f"built-in tiny Llama (model_seed {settings.model_seed})"
             if settings.draft_checkpoint is not None:
                 self.draft = Eagle3DraftHead.from_checkpoint(settings.draft_checkpoint, self.target)
@@ -420,7 +422,8 @@ class _EngineRun:
         # Logits rows that decide tokens: the prompt's last row, or the K + 1 verification rows.
         decide: list[torch.Tensor] = []
         for row, out in zip(live, outputs, strict=True):
-            logits = out.logits[-1:] if row.prefill else out.logits
+            # The samplers run on the CPU (flashinfer's CPU twins): logits come home.
+            logits = (out.logits[-1:] if row.prefill else out.logits).float().cpu()
             if "greedy-drift" in self.defects and logits.shape[0] > 1:
                 # Verification of draft positions in bfloat16, unlike one-token decoding.
                 logits = logits.to(torch.bfloat16).to(torch.float32)
@@ -632,7 +635,7 @@ class _EngineRun:
         q_rows: list[list[torch.Tensor]] = [[] for _ in rows]
         for step in range(self.max_draft_len):
             results = draft.forward(chunks)
-            last_logits = [r.logits[-1] for r in results]
+            last_logits = [r.logits[-1].float().cpu() for r in results]
             chosen = [0] * len(rows)
             sampled = [i for i, row in enumerate(rows) if not row.request.plan.greedy]
             for i, row in enumerate(rows):

@@ -27,10 +27,10 @@ class TinyModelSpec:
     """Smaller than the vocabulary, so the default head exercises the d2t mapping."""
     draft_init: DerivedInit = field(default_factory=DerivedInit)
 
-    def build_target(self, model_seed: int) -> LlamaTarget:
-        """The seeded target for ``model_seed``."""
+    def build_target(self, model_seed: int, *, device: str = "cpu") -> LlamaTarget:
+        """The seeded target for ``model_seed`` (weights are the same on any device)."""
         return LlamaTarget.random(
-            self.config, model_seed, init=self.init, max_seq_len=self.max_seq_len
+            self.config, model_seed, init=self.init, max_seq_len=self.max_seq_len, device=device
         )
 
     def build_draft(self, target: LlamaTarget, model_seed: int) -> Eagle3DraftHead:
@@ -80,9 +80,9 @@ Measured on the 2-core development machine (torch 2.13 CPU), model_seed 0-3:
 """
 
 
-def build_tiny_target(model_seed: int) -> LlamaTarget:
+def build_tiny_target(model_seed: int, *, device: str = "cpu") -> LlamaTarget:
     """The built-in target for ``model_seed`` (``TINY_MODEL.build_target``)."""
-    return TINY_MODEL.build_target(model_seed)
+    return TINY_MODEL.build_target(model_seed, device=device)
 
 
 def build_tiny_draft(target: LlamaTarget, model_seed: int) -> Eagle3DraftHead:

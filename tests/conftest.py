@@ -1,0 +1,16 @@
+"""Shared test setup: GPU-only tests carry ``@pytest.mark.gpu`` and skip without CUDA."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (the CPU suite is the CI gate)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
