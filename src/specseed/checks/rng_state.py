@@ -10,7 +10,7 @@ from specseed.checks.evidence import event_state
 from specseed.checks.findings import EventState, Finding, OffsetRow, Suspect
 from specseed.checks.registry import register
 from specseed.checks.suspects import merge, offset_suspects, overlap_suspect, seed_suspects
-from specseed.contracts import RngContract
+from specseed.contracts import CONTRACTS, RngContract
 from specseed.trace import RowRecord, RunTrace, StepRecord
 
 MAX_DETAIL_LINES = 8
@@ -138,6 +138,18 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     summary = "; ".join(
         f"{request}: {', '.join(sorted(fields))}" for request, fields in sorted(mismatched.items())
     )
+    details: tuple[str, ...] = ()
+    followed = [
+        other.name
+        for other in CONTRACTS.values()
+        if other.name != contract.name and _follows(trace, other, max_draft_len)
+    ]
+    if followed:
+        details = (
+            f"every event follows contract {followed[0]} instead: the engine implements another "
+            f"layout than {contract.name} (set engine.contract: {followed[0]} to audit it "
+            "against its own layout)",
+        )
     yield Finding(
         check="rng-contract",
         scenario=name,
@@ -148,7 +160,19 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         requests=tuple(sorted(mismatched)),
         suspects=merge(suspects),
         offsets=tuple(r for request in sorted(mismatched) for r in rows[request]),
+        details=details,
     )
+
+
+def _follows(trace: RunTrace, contract: RngContract, max_draft_len: int) -> bool:
+    """True when every scenario event's state is the one ``contract`` predicts."""
+    for step, row in _scenario_rows(trace):
+        seed = trace.request(row.request_id).seed
+        for event in row.events:
+            state = event_state(event, step.step, row.decoding_iter)
+            if not _matches_contract(state, seed, contract, max_draft_len):
+                return False
+    return True
 
 
 def _matches_contract(
