@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from specseed.contracts import EventKind
+
 Status = Literal["pass", "fail", "known-limitation", "error", "skip"]
 STATUSES: tuple[Status, ...] = ("pass", "fail", "known-limitation", "error", "skip")
 FAILING: frozenset[str] = frozenset({"fail", "error"})
@@ -37,7 +39,7 @@ class Suspect:
 class EventState:
     """The Philox state of one sampling event, as shown in diffs and tables."""
 
-    kind: str
+    kind: EventKind
     index: int
     kernel: str
     kernel_row: int

@@ -181,7 +181,7 @@ def _matches_contract(
     expected = contract.expected(
         request_seed=request_seed,
         decoding_iter=event.decoding_iter,
-        kind=event.kind,  # type: ignore[arg-type]
+        kind=event.kind,
         index=event.index,
         max_draft_len=max_draft_len,
     )

@@ -22,12 +22,16 @@ def merge(suspects: Iterable[Suspect]) -> tuple[Suspect, ...]:
     return tuple(seen.values())
 
 
-def _call_key(event: SamplingEvent | EventState) -> tuple[str, int]:
+AnyEvent = SamplingEvent | EventState
+"""Rules read only the fields both records share (kind, index, seed, offset, kernel row)."""
+
+
+def _call_key(event: AnyEvent) -> tuple[str, int]:
     """Events of one step with the same key ran in one kernel call."""
     return (event.kind, event.index if event.kind == "draft" else 0)
 
 
-def call_row0(step: StepRecord, event: SamplingEvent | EventState) -> tuple[str, int] | None:
+def call_row0(step: StepRecord, event: AnyEvent) -> tuple[str, int] | None:
     """(request id, seed) at kernel row 0 of the call that ran ``event`` in ``step``."""
     for row in step.rows:
         for other in row.events:
@@ -36,9 +40,7 @@ def call_row0(step: StepRecord, event: SamplingEvent | EventState) -> tuple[str,
     return None
 
 
-def unseeded_in_call(
-    trace: RunTrace, step: StepRecord, event: SamplingEvent
-) -> list[tuple[str, int]]:
+def unseeded_in_call(trace: RunTrace, step: StepRecord, event: AnyEvent) -> list[tuple[str, int]]:
     """Unseeded requests (id, recorded seed) that ran in the same kernel call as ``event``."""
     found = []
     for row in step.rows:
@@ -62,7 +64,7 @@ def seed_suspects(
     trace: RunTrace,
     step: StepRecord,
     request_id: str,
-    event: SamplingEvent,
+    event: AnyEvent,
     request_seed: int | None,
     contract: RngContract,
 ) -> list[Suspect]:
@@ -102,7 +104,7 @@ def seed_suspects(
 
 
 def offset_suspects(
-    event: SamplingEvent,
+    event: AnyEvent,
     decoding_iter: int,
     contract: RngContract,
     max_draft_len: int,
@@ -206,10 +208,9 @@ def divergence_suspects(
             for e in odd:
                 trace = left if e is a else right
                 step = _step(trace, e.step)
-                event = _as_event(e)
                 if step is not None:
                     suspects.extend(
-                        seed_suspects(trace, step, diff.request, event, request_seed, contract)
+                        seed_suspects(trace, step, diff.request, e, request_seed, contract)
                     )
             if not odd:
                 suspects.append(
@@ -231,7 +232,7 @@ def divergence_suspects(
         if a.offset != b.offset:
             for e, trace in ((a, left), (b, right)):
                 suspects.extend(
-                    offset_suspects(_as_event(e), e.decoding_iter, contract, _max_draft_len(trace))
+                    offset_suspects(e, e.decoding_iter, contract, _max_draft_len(trace))
                 )
     if diff.attribution == "sampler":
         suspects.extend(_sampler_suspects(diff, left, right))
@@ -276,19 +277,6 @@ def _step(trace: RunTrace, number: int) -> StepRecord | None:
 
 def _max_draft_len(trace: RunTrace) -> int:
     return int(str(trace.header.engine_config.get("max_draft_len", 0)))
-
-
-def _as_event(state: EventState) -> SamplingEvent:
-    return SamplingEvent(
-        kind=state.kind,  # type: ignore[arg-type]
-        index=state.index,
-        kernel=state.kernel,
-        kernel_row=state.kernel_row,
-        seed=state.seed,
-        subsequence=state.subsequence,
-        offset=state.offset,
-        draws=state.draws,
-    )
 
 
 def describe_states(events: Sequence[EventState]) -> str:
