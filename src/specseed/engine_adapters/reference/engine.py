@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import torch
 
 from specseed import __version__
-from specseed.contracts import get_contract
+from specseed.contracts import EventKind, get_contract
 from specseed.engine_adapters.base import EngineAdapter, EngineSettings, RequestPlan, RunPlan
 from specseed.engine_adapters.reference import sampler
 from specseed.engine_adapters.reference.model import (
@@ -486,7 +486,9 @@ class _EngineRun:
             probs = sampler.probs_from_logits(
                 torch.stack(sample_logits), [r.request.plan.temperature for r, _ in sample_rows]
             )
-            entries = [(row, "target", j) for row, j in sample_rows]
+            entries: list[tuple[_Row, EventKind, int]] = [
+                (row, "target", j) for row, j in sample_rows
+            ]
             tokens = self._sample_call(entries, probs, outcomes)
             sampled: dict[int, list[int]] = {}
             for (row, _j), token in zip(sample_rows, tokens, strict=True):
@@ -520,7 +522,7 @@ class _EngineRun:
                 break
         return emitted
 
-    def _assign(self, rows: Sequence[tuple[_Row, str, int]]) -> list[AssignedState]:
+    def _assign(self, rows: Sequence[tuple[_Row, EventKind, int]]) -> list[AssignedState]:
         """RNG states for one kernel call's rows (row, kind, index), written to the buffers."""
         requests = [
             EventRequest(
@@ -528,7 +530,7 @@ class _EngineRun:
                 engine_seed=row.request.engine_seed,
                 slot=row.request.slot,
                 decoding_iter=row.rng_iter,
-                kind=kind,  # type: ignore[arg-type]
+                kind=kind,
                 index=index,
             )
             for row, kind, index in rows
@@ -539,7 +541,7 @@ class _EngineRun:
 
     def _record_events(
         self,
-        rows: Sequence[tuple[_Row, str, int]],
+        rows: Sequence[tuple[_Row, EventKind, int]],
         states: Sequence[AssignedState],
         result: sampler.KernelResult,
         outcomes: dict[int, _RowOutcome],
@@ -547,7 +549,7 @@ class _EngineRun:
         for kernel_row, ((row, kind, index), state) in enumerate(zip(rows, states, strict=True)):
             outcomes[id(row)].events.append(
                 SamplingEvent(
-                    kind=kind,  # type: ignore[arg-type]
+                    kind=kind,
                     index=index,
                     kernel=result.kernel,
                     kernel_row=kernel_row,
@@ -560,7 +562,7 @@ class _EngineRun:
 
     def _sample_call(
         self,
-        entries: Sequence[tuple[_Row, str, int]],
+        entries: Sequence[tuple[_Row, EventKind, int]],
         probs: torch.Tensor,
         outcomes: dict[int, _RowOutcome],
     ) -> list[int]:
@@ -593,7 +595,7 @@ class _EngineRun:
         draft_ids = torch.tensor(
             [list(row.request.drafts) for row in verify_rows], dtype=torch.int32
         )
-        entries = [(row, "accept", 0) for row in verify_rows]
+        entries: list[tuple[_Row, EventKind, int]] = [(row, "accept", 0) for row in verify_rows]
         states = self._assign(entries)
         result = sampler.verify(
             draft_probs, draft_ids, torch.stack(target_probs), states, element0=self.element0
@@ -646,7 +648,9 @@ class _EngineRun:
                     torch.stack([last_logits[i] for i in sampled]),
                     [rows[i].request.plan.temperature for i in sampled],
                 )
-                entries = [(rows[i], "draft", step) for i in sampled]
+                entries: list[tuple[_Row, EventKind, int]] = [
+                    (rows[i], "draft", step) for i in sampled
+                ]
                 tokens = self._sample_call(entries, probs, outcomes)
                 for k, i in enumerate(sampled):
                     chosen[i] = tokens[k]

@@ -1,0 +1,44 @@
+"""The check registry: stable ids, one per check, consistent with schema and contracts."""
+
+from __future__ import annotations
+
+import pytest
+
+from specseed.checks import CHECKS
+from specseed.checks.registry import register
+from specseed.contracts import CONTRACTS
+from specseed.defects import DEFECT_IDS
+from specseed.scenarios.schema import COMPARISON_CHECKS
+
+
+def test_comparison_ids_in_the_schema_are_exactly_the_registered_comparisons() -> None:
+    registered = {spec.id for spec in CHECKS.values() if spec.kind == "comparison"}
+    assert set(COMPARISON_CHECKS) == registered
+
+
+def test_a_duplicate_id_is_an_error() -> None:
+    with pytest.raises(ValueError, match="duplicate check id 'rng-contract'"):
+
+        @register("rng-contract", short="x", kind="run", title="t", description="d", targets=())
+        def again() -> None:  # pragma: no cover - never registered
+            return None
+
+
+def test_unknown_target_defect_is_an_error() -> None:
+    with pytest.raises(ValueError, match="unknown target defects"):
+        register("new-check", short="x", kind="run", title="t", description="d", targets=("nope",))
+
+
+def test_contract_limitations_name_real_checks_and_defects() -> None:
+    for contract in CONTRACTS.values():
+        for limitation in contract.limitations:
+            assert limitation.defect in DEFECT_IDS
+            assert set(limitation.checks) <= set(CHECKS), (contract.name, limitation.checks)
+
+
+def test_ids_and_column_labels_are_unique_and_documented() -> None:
+    shorts = [spec.short for spec in CHECKS.values()]
+    assert len(set(shorts)) == len(shorts)
+    for spec in CHECKS.values():
+        assert spec.id == spec.id.lower() and " " not in spec.id
+        assert spec.description.endswith(".") and spec.title
