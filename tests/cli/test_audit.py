@@ -112,3 +112,21 @@ def test_trtllm_without_tensorrt_llm_says_what_is_missing(tmp_path: Path) -> Non
     result = audit(str(path))
     assert result.exit_code == 3, result.output
     assert "tensorrt_llm" in result.output and "pypi.nvidia.com" in result.output
+
+
+def test_audit_runs_on_local_checkpoint_directories(tmp_path: Path) -> None:
+    from specseed.engine_adapters.reference.model import TINY_MODEL
+
+    target, draft = TINY_MODEL.build(model_seed=3)
+    target.save_checkpoint(tmp_path / "target")
+    draft.save_checkpoint(tmp_path / "target" / "eagle3")
+    path = model(
+        tmp_path,
+        "engine:\n  checkpoint: target\n  draft_checkpoint: target/eagle3\n"
+        "scenarios: [uptime, greedy-speculation]\n",
+    )
+    report = tmp_path / "r.json"
+    result = audit(str(path), "--json", str(report))
+    assert result.exit_code == 0, result.output
+    data = json.loads(report.read_text())
+    assert data["environment"]["model"] == f"checkpoint {tmp_path / 'target'}"
