@@ -130,3 +130,13 @@ def test_audit_runs_on_local_checkpoint_directories(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(report.read_text())
     assert data["environment"]["model"] == f"checkpoint {tmp_path / 'target'}"
+
+
+def test_unwritable_report_path_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    (tmp_path / "report.json").mkdir()
+    path = model(tmp_path, "scenarios: [uptime]\n")
+    traces = tmp_path / "traces"
+    result = audit(str(path), "--json", str(tmp_path / "report.json"), "--trace-dir", str(traces))
+    assert result.exit_code == 2, result.output
+    assert "is a directory" in result.output and "Nothing was run." in result.output
+    assert not list(traces.rglob("*.jsonl"))

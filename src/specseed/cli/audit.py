@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -27,6 +28,21 @@ scenario library.
 
 Exit codes: 0 every invariant holds, 1 a violation, 2 bad input, 3 the engine could not run.
 """
+
+
+def _check_writable(path: Path | None, what: str, *, directory: bool = False) -> None:
+    """Refuse an output path before the audit runs, so no result is lost at the end."""
+    if path is None or str(path) == "-":
+        return
+    folder = path if directory else path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create {folder} for the {what}: {exc.strerror}") from None
+    if not directory and path.is_dir():
+        raise InputError(f"the {what} path {path} is a directory", hint="give a file name")
+    if not os.access(folder, os.W_OK):
+        raise InputError(f"cannot write the {what} in {folder}: permission denied")
 
 
 def _write(path: Path, text: str, what: str) -> None:
@@ -71,6 +87,7 @@ def audit(
             help="model.yaml naming the engine and scenarios (default: reference engine, "
             "built-in library).",
             show_default=False,
+            metavar="MODEL_YAML",
         ),
     ] = None,
     json_path: Annotated[
@@ -126,6 +143,9 @@ def audit(
         else:
             config, base_dir, source = AuditConfig(), Path.cwd(), "(built-in default)"
         planned = plan_audit(config, base_dir, source)
+        _check_writable(json_path, "JSON report")
+        _check_writable(junit_path, "JUnit report")
+        _check_writable(trace_dir, "traces", directory=True)
         if scenario:
             known = {p.scenario.name for p in planned}
             unknown = [name for name in scenario if name not in known]
