@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specseed.checks.findings import Attribution, EventState, StreamSide, TokenDiff
+from specseed.contracts import RngContract
 from specseed.trace import RowRecord, RunTrace, SamplingEvent
 
 DIFF_CONTEXT = 4
@@ -27,6 +28,25 @@ def event_state(event: SamplingEvent, step: int, decoding_iter: int) -> EventSta
         draws=event.draws,
         step=step,
         decoding_iter=decoding_iter,
+    )
+
+
+def follows_contract(
+    event: EventState, request_seed: int | None, contract: RngContract, max_draft_len: int
+) -> bool:
+    """True when the event's state is exactly the one ``contract`` predicts for it."""
+    expected = contract.expected(
+        request_seed=request_seed,
+        decoding_iter=event.decoding_iter,
+        kind=event.kind,
+        index=event.index,
+        max_draft_len=max_draft_len,
+    )
+    subsequence = event.kernel_row if expected.subsequence is None else expected.subsequence
+    return (
+        (expected.seed is None or event.seed == expected.seed)
+        and event.subsequence == subsequence
+        and event.offset == expected.offset
     )
 
 

@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from specseed.checks.context import CheckContext
-from specseed.checks.evidence import event_state
+from specseed.checks.evidence import event_state, follows_contract
 from specseed.checks.findings import EventState, Finding, OffsetRow, Suspect
 from specseed.checks.registry import register
 from specseed.checks.suspects import merge, offset_suspects, overlap_suspect, seed_suspects
@@ -170,27 +170,9 @@ def _follows(trace: RunTrace, contract: RngContract, max_draft_len: int) -> bool
         seed = trace.request(row.request_id).seed
         for event in row.events:
             state = event_state(event, step.step, row.decoding_iter)
-            if not _matches_contract(state, seed, contract, max_draft_len):
+            if not follows_contract(state, seed, contract, max_draft_len):
                 return False
     return True
-
-
-def _matches_contract(
-    event: EventState, request_seed: int | None, contract: RngContract, max_draft_len: int
-) -> bool:
-    expected = contract.expected(
-        request_seed=request_seed,
-        decoding_iter=event.decoding_iter,
-        kind=event.kind,
-        index=event.index,
-        max_draft_len=max_draft_len,
-    )
-    subsequence = event.kernel_row if expected.subsequence is None else expected.subsequence
-    return (
-        (expected.seed is None or event.seed == expected.seed)
-        and event.subsequence == subsequence
-        and event.offset == expected.offset
-    )
 
 
 def overlapping_pairs(events: list[EventState]) -> list[tuple[EventState, EventState]]:
@@ -235,7 +217,7 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
         seed = trace.request(request).seed
         for first, second in overlapping_pairs(events):
             if limitation is not None and all(
-                _matches_contract(e, seed, contract, max_draft_len) for e in (first, second)
+                follows_contract(e, seed, contract, max_draft_len) for e in (first, second)
             ):
                 excused.append((request, first, second))
             else:
