@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from specseed.checks import CHECKS
@@ -130,22 +130,9 @@ def base_settings(engine: EngineConfig, base_dir: Path) -> EngineSettings:
 
 
 def _run_settings(base: EngineSettings, run: RunSpec) -> EngineSettings:
-    overrides = run.engine
-    return EngineSettings(
-        **{
-            **base.__dict__,
-            **{
-                key: value
-                for key, value in (
-                    ("max_num_requests", overrides.max_num_requests),
-                    ("max_draft_len", overrides.max_draft_len),
-                    ("verification", overrides.verification),
-                    ("overlap_scheduler", overrides.overlap_scheduler),
-                )
-                if value is not None
-            },
-        }
-    )
+    """The engine settings of one run: model.yaml's, with the run's overrides on top."""
+    overrides = {k: v for k, v in run.engine.model_dump().items() if v is not None}
+    return replace(base, **overrides)
 
 
 def _prior_traffic(run: RunSpec) -> tuple[RequestPlan, ...]:

@@ -6,13 +6,16 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from specseed.cli.errors import EXIT_OK, EXIT_VIOLATION, error_boundary
 from specseed.errors import InputError
+
+if TYPE_CHECKING:  # the CLI must not import heavy modules before a command runs
+    from specseed.scenarios.schema import AuditConfig
 
 AUDIT_HELP = """Replay scenarios on an engine and check reproducibility invariants.
 
@@ -57,7 +60,7 @@ def _write(path: Path, text: str, what: str) -> None:
 
 
 def _matrix(
-    config: object,
+    config: AuditConfig,
     base_dir: Path,
     scenarios: list[str] | None,
     out: Console,
@@ -67,9 +70,6 @@ def _matrix(
 ) -> None:
     from specseed.matrix import run_matrix
     from specseed.reporting.console import render_matrix
-    from specseed.scenarios.schema import AuditConfig
-
-    assert isinstance(config, AuditConfig)
 
     def announce(defect: str | None) -> None:
         if show_progress:
