@@ -72,3 +72,18 @@ def test_defect_free_trtllm_contract_yields_only_its_stated_limitations() -> Non
     assert limited and limited <= stated
     # The stated limitations do show up: these invariants are exercised by the library.
     assert {"position-invariance", "unseeded-independence", "draw-ranges-disjoint"} <= limited
+
+
+@pytest.mark.parametrize("model_seed", [1, 2, 3])
+def test_greedy_drift_is_caught_whatever_the_model_seed(model_seed: int) -> None:
+    # Numerical drift flips a token only at near-ties; the scenario must be long enough to
+    # meet them for any tiny model, not only the default one.
+    config = AuditConfig(
+        engine=EngineConfig(defects=["greedy-drift"], model_seed=model_seed),
+        scenarios=["greedy-speculation"],
+    )
+    result = run_audit(config, plan_audit(config, Path.cwd()), Path.cwd())
+    failing = [f for f in result.findings if f.status == "fail"]
+    assert [f.check for f in failing] == ["greedy-spec-equivalence"]
+    assert "greedy-drift" in {s.defect for s in failing[0].suspects}
+    assert len(failing[0].diffs) >= 2
