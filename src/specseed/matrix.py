@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specseed.checks.findings import FAILING
+from specseed.contracts import get_contract
 from specseed.defects import DEFECT_IDS
 from specseed.engine_adapters.base import EngineAdapter
 from specseed.errors import InputError
@@ -56,15 +57,22 @@ class MatrixResult:
     def baseline(self) -> MatrixRow:
         return self.rows[0]
 
+    def stated(self) -> set[str]:
+        """Defects the contract itself states as limitations (its layout already has them)."""
+        return {limitation.defect for limitation in get_contract(self.contract).limitations}
+
     def missed(self) -> list[str]:
-        """Defects that some check targets, yet the audit did not catch."""
+        """Defects that some check targets, yet the audit did not catch (stated ones aside)."""
         from specseed.checks import CHECKS
 
         targeted = {d for spec in CHECKS.values() for d in spec.targets}
         return [
             row.defect
             for row in self.rows[1:]
-            if row.defect is not None and row.defect in targeted and not row.caught
+            if row.defect is not None
+            and row.defect in targeted
+            and row.defect not in self.stated()
+            and not row.caught
         ]
 
     @property

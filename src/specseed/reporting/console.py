@@ -411,6 +411,8 @@ def render_matrix(matrix: MatrixResult, console: Console) -> None:
             )
         elif row.caught:
             verdict = Text("caught", style="bold green")
+        elif row.defect in matrix.stated():
+            verdict = Text("stated limitation", style="yellow")
         else:
             verdict = Text("NOT CAUGHT", style="bold red")
         cells.append(verdict)
@@ -425,6 +427,12 @@ def render_matrix(matrix: MatrixResult, console: Console) -> None:
     )
     for row in matrix.rows[1:]:
         if row.caught or row.defect is None:
+            continue
+        if row.defect in matrix.stated():
+            console.print(
+                f"[yellow]stated limitation:[/] {row.defect} — {matrix.contract} already lays "
+                "its states out this way, so injecting it changes nothing the contract promises"
+            )
             continue
         targeted = any(row.defect in spec.targets for spec in CHECKS.values())
         why = "" if targeted else " (no check targets this class yet)"
