@@ -95,6 +95,13 @@ class _Request:
         assert self.draft_cache is not None, "request not admitted"
         return self.draft_cache
 
+    def release(self) -> None:
+        """Give both KV caches back to their pools (the request is finished)."""
+        for cache in (self.target_cache, self.draft_cache):
+            if cache is not None:
+                cache.release()
+        self.target_cache = self.draft_cache = None
+
     @property
     def request_seed(self) -> int | None:
         seed = self.plan.seed
@@ -320,6 +327,8 @@ class _EngineRun:
             self._compute(rows)
             self._apply(rows)
             self.step += 1
+        for request in batch:
+            request.release()
 
     def _serve(self, requests: Sequence[_Request]) -> None:
         """Continuous batching of ``requests`` until all are done."""
@@ -337,6 +346,7 @@ class _EngineRun:
                 if request.host_done:
                     active.remove(request)
                     free_slots.append(request.slot)
+                    request.release()
             free_slots.sort()
             while waiting and waiting[0].plan.arrival_step <= self.step - start and free_slots:
                 request = waiting.popleft()
