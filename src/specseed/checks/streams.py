@@ -11,6 +11,7 @@ from specseed.checks.evidence import event_state, follows_contract
 from specseed.checks.findings import EventState, Finding, Suspect
 from specseed.checks.registry import register
 from specseed.checks.suspects import merge, seed_suspects
+from specseed.contracts import RngContract
 from specseed.trace import RequestInfo, RunTrace, SamplingEvent, StepRecord
 
 MIN_TOKENS_FOR_IDENTITY = 8
@@ -58,10 +59,55 @@ def _scenario_requests(trace: RunTrace) -> list[RequestInfo]:
     return [r for r in trace.header.requests if r.phase == "scenario"]
 
 
-def _pair_evidence(
-    trace: RunTrace, x: RequestInfo, y: RequestInfo
-) -> tuple[list[tuple[Located, Located]], bool]:
-    return _shared_states(trace, x.request_id, y.request_id), _identical_outputs(trace, x, y)
+def _label(request: RequestInfo) -> str:
+    return (
+        request.request_id
+        if request.seed is None
+        else f"{request.request_id} (seed {request.seed})"
+    )
+
+
+def _shared_stream(
+    trace: RunTrace,
+    x: RequestInfo,
+    y: RequestInfo,
+    shared: list[tuple[Located, Located]],
+    contract: RngContract,
+) -> tuple[str, list[Suspect]] | None:
+    """Why two requests that must not share random numbers did (None: they did not)."""
+    identical = _identical_outputs(trace, x, y)
+    if shared:
+        (a, _, _), _ = shared[0]
+        same = ", same prompt, identical tokens" if identical else ""
+        problem = (
+            f"{_label(x)} and {_label(y)} both drew from seed {a.seed}, subsequence "
+            f"{a.subsequence}, offset {a.offset} ({len(shared)} events{same})"
+        )
+        suspects: list[Suspect] = []
+        for (_, step, event), request in zip(shared[0], (x, y), strict=True):
+            suspects.extend(
+                seed_suspects(trace, step, request.request_id, event, request.seed, contract)
+            )
+        if a.offset == 0 and len({e.seed for e, _, _ in _events(trace, x.request_id)}) > 1:
+            suspects.append(
+                Suspect(
+                    "engine-counter",
+                    f"{x.request_id}'s seed changes from call to call at offset 0: an "
+                    "engine-wide counter, shared by every row of a call",
+                )
+            )
+        return problem, suspects
+    if identical:
+        problem = (
+            f"{_label(x)} and {_label(y)} have the same prompt and produced identical tokens, "
+            "though their recorded states differ"
+        )
+        why = (
+            f"{x.request_id} and {y.request_id} recorded different states yet drew the same "
+            "numbers: the kernel read one row's seed and offset for every row"
+        )
+        return problem, [Suspect("row0-seed", why)]
+    return None
 
 
 @register(
@@ -82,33 +128,12 @@ def distinct_seeds(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     suspects: list[Suspect] = []
     affected: set[str] = set()
     for x, y in pairs:
-        shared, identical = _pair_evidence(trace, x, y)
-        if shared:
-            (a, _, _), _ = shared[0]
-            problems.append(
-                f"{x.request_id} (seed {x.seed}) and {y.request_id} (seed {y.seed}) both drew "
-                f"from seed {a.seed}, subsequence {a.subsequence}, offset {a.offset} "
-                f"({len(shared)} events)"
-            )
-            for (_, step, event), request in zip(shared[0], (x, y), strict=True):
-                suspects.extend(
-                    seed_suspects(
-                        trace, step, request.request_id, event, request.seed, ctx.contract
-                    )
-                )
-            affected.update((x.request_id, y.request_id))
-        elif identical:
-            problems.append(
-                f"{x.request_id} (seed {x.seed}) and {y.request_id} (seed {y.seed}) have the same "
-                f"prompt and produced identical tokens, though their recorded states differ"
-            )
-            suspects.append(
-                Suspect(
-                    "row0-seed",
-                    f"{x.request_id} and {y.request_id} recorded different seeds yet drew the "
-                    "same numbers: the kernel read one row's seed for every row",
-                )
-            )
+        found = _shared_stream(
+            trace, x, y, _shared_states(trace, x.request_id, y.request_id), ctx.contract
+        )
+        if found is not None:
+            problems.append(found[0])
+            suspects.extend(found[1])
             affected.update((x.request_id, y.request_id))
     if not problems:
         yield Finding(
@@ -156,7 +181,7 @@ def unseeded_independence(ctx: CheckContext, trace: RunTrace) -> Iterator[Findin
     affected: set[str] = set()
     max_draft_len = ctx.max_draft_len(trace)
     for x, y in pairs:
-        shared, identical = _pair_evidence(trace, x, y)
+        shared = _shared_states(trace, x.request_id, y.request_id)
         if (
             limitation is not None
             and shared
@@ -171,38 +196,10 @@ def unseeded_independence(ctx: CheckContext, trace: RunTrace) -> Iterator[Findin
                 "offset) states, as the contract lays them out"
             )
             continue
-        if shared:
-            (a, _, _), _ = shared[0]
-            same = " (same prompt, identical tokens)" if identical else ""
-            problems.append(
-                f"{x.request_id} and {y.request_id} both drew from seed {a.seed}, subsequence "
-                f"{a.subsequence}, offset {a.offset}{same}"
-            )
-            for (_, step, event), request in zip(shared[0], (x, y), strict=True):
-                suspects.extend(
-                    seed_suspects(trace, step, request.request_id, event, None, contract)
-                )
-            if a.offset == 0 and len({e.seed for e, _, _ in _events(trace, x.request_id)}) > 1:
-                suspects.append(
-                    Suspect(
-                        "engine-counter",
-                        f"{x.request_id}'s seed changes from call to call at offset 0: an "
-                        "engine-wide counter, shared by every row of a call",
-                    )
-                )
-            affected.update((x.request_id, y.request_id))
-        elif identical:
-            problems.append(
-                f"{x.request_id} and {y.request_id} have the same prompt and produced identical "
-                "tokens, though their recorded states differ"
-            )
-            suspects.append(
-                Suspect(
-                    "row0-seed",
-                    f"{x.request_id} and {y.request_id} recorded different states yet drew the "
-                    "same numbers: the kernel read one row's seed and offset for every row",
-                )
-            )
+        found = _shared_stream(trace, x, y, shared, contract)
+        if found is not None:
+            problems.append(found[0])
+            suspects.extend(found[1])
             affected.update((x.request_id, y.request_id))
     name = ctx.scenario.name
     if limitation is not None and not problems:
