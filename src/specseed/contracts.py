@@ -25,7 +25,6 @@ from typing import Literal
 from specseed.defects import DEFECT_IDS
 
 EventKind = Literal["target", "accept", "draft"]
-EVENT_KINDS: tuple[EventKind, ...] = ("target", "accept", "draft")
 
 UINT64_MASK = (1 << 64) - 1
 DEFAULT_SAMPLING_SEED = 42

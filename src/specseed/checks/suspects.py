@@ -6,7 +6,7 @@ one line of why, so that users read the most likely cause first.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import replace
 
 from specseed.checks.findings import EventState, Suspect, TokenDiff
@@ -277,9 +277,3 @@ def _step(trace: RunTrace, number: int) -> StepRecord | None:
 
 def _max_draft_len(trace: RunTrace) -> int:
     return int(str(trace.header.engine_config.get("max_draft_len", 0)))
-
-
-def describe_states(events: Sequence[EventState]) -> str:
-    return ", ".join(
-        f"{e.label()}=(seed {e.seed}, subseq {e.subsequence}, offset {e.offset})" for e in events
-    )
