@@ -15,7 +15,7 @@ from specseed.checks.evidence import (
 from specseed.checks.findings import EventState, Finding, OffsetRow, Suspect
 from specseed.checks.registry import run_check
 from specseed.checks.suspects import merge, offset_suspects, overlap_suspect, seed_suspects
-from specseed.contracts import CONTRACTS, RngContract
+from specseed.contracts import RngContract, all_contracts
 from specseed.trace import RowRecord, RunTrace, StepRecord
 
 MAX_DETAIL_LINES = 8
@@ -162,7 +162,7 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     details: tuple[str, ...] = ()
     followed = [
         other.name
-        for other in CONTRACTS.values()
+        for other in all_contracts().values()
         if other.name != contract.name and _follows(trace, other, max_draft_len)
     ]
     if followed:

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from specseed.contracts import CONTRACT_NAMES
+from specseed.contracts import CONTRACT_NAMES, contract_names
 from specseed.defects import DEFECT_IDS
 from specseed.engine_adapters.registry import engine_names
 
@@ -73,7 +73,9 @@ class EngineConfig(StrictModel):
     )
     contract: str = Field(
         "ideal",
-        description="RNG layout the audit holds the engine to: " + " | ".join(CONTRACT_NAMES),
+        description="RNG layout the audit holds the engine to: "
+        + " | ".join(CONTRACT_NAMES)
+        + " (and contracts other packages register)",
     )
     checkpoint: Path | None = Field(
         None,
@@ -100,7 +102,7 @@ class EngineConfig(StrictModel):
     @field_validator("contract")
     @classmethod
     def _known_contract(cls, value: str) -> str:
-        return _check_one_of("contract", value, CONTRACT_NAMES)
+        return _check_one_of("contract", value, contract_names())
 
 
 class ChecksConfig(StrictModel):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from specseed.contracts import CONTRACT_NAMES
+from specseed.contracts import contract_names
 from specseed.defects import DEFECT_IDS
 
 
@@ -39,7 +39,7 @@ class ReferenceOptions(BaseModel):
     @field_validator("rng_profile")
     @classmethod
     def _known_profile(cls, value: str | None) -> str | None:
-        return None if value is None else _one_of("rng profile", value, CONTRACT_NAMES)
+        return None if value is None else _one_of("rng profile", value, contract_names())
 
     @field_validator("defects")
     @classmethod
