@@ -11,6 +11,7 @@ from specseed.checks.findings import EventState, Finding, OffsetRow, Suspect
 from specseed.checks.registry import register
 from specseed.checks.suspects import merge, offset_suspects, overlap_suspect, seed_suspects
 from specseed.contracts import CONTRACTS, RngContract
+from specseed.seeds import fmt_seed
 from specseed.trace import RowRecord, RunTrace, StepRecord
 
 MAX_DETAIL_LINES = 8
@@ -229,7 +230,7 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
             f"{request}: {a.label()} (iteration {a.decoding_iter}, step {a.step}) reads offsets "
             f"{a.offset}..{a.offset + a.draws - 1} and {b.label()} (iteration "
             f"{b.decoding_iter}, step {b.step}) reads {b.offset}..{b.offset + b.draws - 1} of "
-            f"seed {a.seed}, subsequence {a.subsequence}"
+            f"seed {fmt_seed(a.seed)}, subsequence {a.subsequence}"
             for request, a, b in items[:MAX_DETAIL_LINES]
         )
 

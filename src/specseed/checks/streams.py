@@ -12,6 +12,7 @@ from specseed.checks.findings import EventState, Finding, Suspect
 from specseed.checks.registry import register
 from specseed.checks.suspects import merge, seed_suspects
 from specseed.contracts import RngContract
+from specseed.seeds import fmt_seed
 from specseed.trace import RequestInfo, RunTrace, SamplingEvent, StepRecord
 
 MIN_TOKENS_FOR_IDENTITY = 8
@@ -63,7 +64,7 @@ def _label(request: RequestInfo) -> str:
     return (
         request.request_id
         if request.seed is None
-        else f"{request.request_id} (seed {request.seed})"
+        else f"{request.request_id} (seed {fmt_seed(request.seed)})"
     )
 
 
@@ -80,7 +81,7 @@ def _shared_stream(
         (a, _, _), _ = shared[0]
         same = ", same prompt, identical tokens" if identical else ""
         problem = (
-            f"{_label(x)} and {_label(y)} both drew from seed {a.seed}, subsequence "
+            f"{_label(x)} and {_label(y)} both drew from seed {fmt_seed(a.seed)}, subsequence "
             f"{a.subsequence}, offset {a.offset} ({len(shared)} events{same})"
         )
         suspects: list[Suspect] = []

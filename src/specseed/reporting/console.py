@@ -40,6 +40,8 @@ from specseed.runner import (
     RunStarted,
     ScenarioChecked,
 )
+from specseed.scope import checked_nothing
+from specseed.seeds import fmt_seed
 
 STATUS_STYLE = {
     "pass": ("ok", "green"),
@@ -55,10 +57,10 @@ MAX_DIFFS_SHOWN = 3
 
 
 def fmt_u64(value: int | None) -> str:
-    """A uint64 for tables: decimal when short, hex when it would not fit a column."""
+    """A seed for tables (see ``specseed.seeds``); ``None`` is a unique seed."""
     if value is None:
         return "unique"
-    return str(value) if value < 1 << 32 else f"{value:#x}"
+    return fmt_seed(value)
 
 
 def _status_text(status: str) -> Text:
@@ -169,7 +171,7 @@ def _describe_state(event: EventState | None) -> str:
     if event is None:
         return "no event"
     return (
-        f"seed {event.seed} subseq {event.subsequence} offset {event.offset} "
+        f"seed {fmt_seed(event.seed)} subseq {event.subsequence} offset {event.offset} "
         f"(step {event.step}, kernel row {event.kernel_row})"
     )
 
@@ -376,6 +378,8 @@ def render_report(result: AuditResult, console: Console, exit_code: int) -> None
         counts[finding.status] += 1
     summary = ", ".join(f"{counts[s]} {s}" for s in STATUS_STYLE if counts[s])
     verdict = "[bold red]FAIL[/]" if result.verdict == "fail" else "[bold green]PASS[/]"
+    if checked_nothing(result.findings):
+        verdict = "[bold yellow]NOTHING CHECKED[/]"
     suspects = sorted({s.defect for f in failing for s in f.suspects})
     tail = f"; suspects: {', '.join(suspects)}" if suspects else ""
     console.print(f"{verdict}: {summary}{tail} (exit {exit_code})")

@@ -85,10 +85,7 @@ def read_source(path: Path) -> str:
         line = data[: exc.start].count(b"\n") + 1
         raise ScenarioError(
             f"{path} is not UTF-8",
-            [
-                f"{path}:{line}: byte 0x{data[exc.start]:02x} is not UTF-8. "
-                "Save the file as UTF-8."
-            ],
+            [f"{path}:{line}: byte 0x{data[exc.start]:02x} is not UTF-8. Save the file as UTF-8."],
         ) from None
 
 
@@ -261,7 +258,11 @@ def _describe(error: dict[str, Any], model: type[BaseModel]) -> str:
         if allowed:
             value = error.get("input")
             close = difflib.get_close_matches(str(value), allowed, n=1)
-            fix = f"Did you mean '{close[0]}'?" if close else f"Expected one of: {', '.join(allowed)}."
+            fix = (
+                f"Did you mean '{close[0]}'?"
+                if close
+                else f"Expected one of: {', '.join(allowed)}."
+            )
             return f"unknown {loc[-1]} {value!r}. {fix}"
     message = str(error["msg"])
     if message.startswith("Value error, "):

@@ -204,7 +204,9 @@ class AuditConfig(StrictModel):
 
 # -- scenarios ----------------------------------------------------------------------------
 
-TEMPERATURE_HELP = f"0 = greedy; otherwise at least {MIN_TEMPERATURE:g} (logits / temperature is float32)."
+TEMPERATURE_HELP = (
+    f"0 = greedy; otherwise at least {MIN_TEMPERATURE:g} (logits / temperature is float32)."
+)
 TOP_P_HELP = (
     f"1.0 = no top-p filter; at least {MIN_TOP_P:.3g} (the smallest normal float32: the kernels "
     "hold top_p as float32)."
