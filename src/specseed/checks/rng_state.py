@@ -13,6 +13,7 @@ from specseed.checks.suspects import merge, offset_suspects, overlap_suspect, se
 from specseed.contracts import CONTRACTS, RngContract
 from specseed.seeds import fmt_seed
 from specseed.trace import RowRecord, RunTrace, StepRecord
+from specseed.wording import plural
 
 MAX_DETAIL_LINES = 8
 
@@ -155,7 +156,7 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         check="rng-contract",
         scenario=name,
         status="fail",
-        message=f"{trace.name}: {bad} of {events} sampling events differ from {contract.name} "
+        message=f"{trace.name}: {bad} of {plural(events, 'sampling event')} differ from {contract.name} "
         f"({summary})",
         runs=(trace.name,),
         requests=tuple(sorted(mismatched)),
@@ -239,7 +240,7 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
             check="draw-ranges-disjoint",
             scenario=name,
             status="fail",
-            message=f"{trace.name}: {len(violations)} pairs of sampling events read the same "
+            message=f"{trace.name}: {plural(len(violations), 'pair')} of sampling events read the same "
             f"random numbers ({', '.join(sorted({r for r, _, _ in violations}))})",
             runs=(trace.name,),
             requests=tuple(sorted({r for r, _, _ in violations})),
@@ -247,7 +248,11 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
             details=describe(violations),
         )
     elif limitation is not None:
-        seen = f"{len(excused)} overlaps where the contract puts them" if excused else "no overlap"
+        seen = (
+            f"{plural(len(excused), 'overlap')} where the contract puts them"
+            if excused
+            else "no overlap"
+        )
         yield Finding(
             check="draw-ranges-disjoint",
             scenario=name,
@@ -264,7 +269,7 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
             check="draw-ranges-disjoint",
             scenario=name,
             status="pass",
-            message=f"{trace.name}: {total} sampling events of {len(per_request)} requests read "
+            message=f"{trace.name}: {plural(total, 'sampling event')} of {plural(len(per_request), 'request')} read "
             "disjoint ranges",
             runs=(trace.name,),
         )

@@ -8,6 +8,7 @@ from specseed.checks.context import CheckContext
 from specseed.checks.findings import Finding, Suspect
 from specseed.checks.registry import register
 from specseed.trace import RunTrace
+from specseed.wording import plural
 
 
 @register(
@@ -30,7 +31,7 @@ def runs_complete(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
             check="runs-complete",
             scenario=scenario,
             status="pass",
-            message=f"{trace.name} completed in {len(trace.steps)} steps{extra}",
+            message=f"{trace.name} completed in {plural(len(trace.steps), 'step')}{extra}",
             runs=(trace.name,),
         )
         return
@@ -40,7 +41,7 @@ def runs_complete(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
             Suspect(
                 "warmup-overflow",
                 f"the engine failed while running a {failure.phase} batch of "
-                f"{failure.batch_size} rows, above max_num_requests {limit}: buffers sized "
+                f"{plural(failure.batch_size, 'row')}, above max_num_requests {limit}: buffers sized "
                 "max_num_requests cannot hold it",
             )
         )

@@ -14,6 +14,7 @@ from specseed.checks.suspects import merge, seed_suspects
 from specseed.contracts import RngContract
 from specseed.seeds import fmt_seed
 from specseed.trace import RequestInfo, RunTrace, SamplingEvent, StepRecord
+from specseed.wording import plural
 
 MIN_TOKENS_FOR_IDENTITY = 8
 """Shorter identical streams prove nothing: peaked distributions repeat short outputs."""
@@ -82,7 +83,7 @@ def _shared_stream(
         same = ", same prompt, identical tokens" if identical else ""
         problem = (
             f"{_label(x)} and {_label(y)} both drew from seed {fmt_seed(a.seed)}, subsequence "
-            f"{a.subsequence}, offset {a.offset} ({len(shared)} events{same})"
+            f"{a.subsequence}, offset {a.offset} ({plural(len(shared), 'event')}{same})"
         )
         suspects: list[Suspect] = []
         for (_, step, event), request in zip(shared[0], (x, y), strict=True):
@@ -141,7 +142,7 @@ def distinct_seeds(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
             check="distinct-seeds",
             scenario=ctx.scenario.name,
             status="pass",
-            message=f"{trace.name}: {len(pairs)} pairs of differently seeded requests drew from "
+            message=f"{trace.name}: {plural(len(pairs), 'pair')} of differently seeded requests drew from "
             "different streams",
             runs=(trace.name,),
         )
@@ -150,7 +151,7 @@ def distinct_seeds(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         check="distinct-seeds",
         scenario=ctx.scenario.name,
         status="fail",
-        message=f"{trace.name}: {len(problems)} pairs of differently seeded requests share "
+        message=f"{trace.name}: {plural(len(problems), 'pair')} of differently seeded requests share "
         "random numbers",
         runs=(trace.name,),
         requests=tuple(sorted(affected)),
@@ -204,7 +205,11 @@ def unseeded_independence(ctx: CheckContext, trace: RunTrace) -> Iterator[Findin
             affected.update((x.request_id, y.request_id))
     name = ctx.scenario.name
     if limitation is not None and not problems:
-        seen = f"{len(excused)} pairs share a stream" if excused else "no shared stream"
+        seen = (
+            f"{plural(len(excused), 'pair shares', 'pairs share')} a stream"
+            if excused
+            else "no shared stream"
+        )
         yield Finding(
             check="unseeded-independence",
             scenario=name,
@@ -230,7 +235,7 @@ def unseeded_independence(ctx: CheckContext, trace: RunTrace) -> Iterator[Findin
         check="unseeded-independence",
         scenario=name,
         status="fail",
-        message=f"{trace.name}: {len(problems)} pairs of unseeded requests share random numbers",
+        message=f"{trace.name}: {plural(len(problems), 'pair')} of unseeded requests share random numbers",
         runs=(trace.name,),
         requests=tuple(sorted(affected)),
         suspects=merge(suspects)

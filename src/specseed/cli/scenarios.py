@@ -92,7 +92,7 @@ def validate(
                 config = load_audit_config(path)
                 planned = plan_audit(config, path.parent, str(path))
                 out.print(
-                    f"[green]✓[/] {escape(str(path))}: model.yaml with {len(planned)} scenarios"
+                    f"[green]✓[/] {escape(str(path))}: model.yaml with {_count(len(planned), 'scenario')}"
                 )
             else:
                 scenario = parse_scenario(text, str(path))
