@@ -334,6 +334,13 @@ def parse_scenario(text: str, source: str) -> Scenario:
     return result
 
 
+def is_audit_config(text: str, source: str) -> bool:
+    """Whether a file's text is a model.yaml (it has a top-level model.yaml section) rather
+    than a scenario. Raises ``ScenarioError`` when it is not valid YAML."""
+    data, _ = _parse_yaml(text, source)
+    return isinstance(data, dict) and bool({"engine", "scenarios", "checks"} & set(data))
+
+
 def load_audit_config(path: Path, check_ids: Collection[str] = ()) -> AuditConfig:
     """Read and validate a model.yaml file (see ``parse_audit_config``)."""
     return parse_audit_config(read_source(path), str(path), check_ids)

@@ -293,8 +293,32 @@ class RequestSpec(StrictModel):
 _WARMUP_SIZE = re.compile(r"^max(\+([0-9]+))?$")
 MAX_WARMUP_EXTRA = MAX_WARMUP_BATCH - MAX_NUM_REQUESTS_LIMIT
 """Largest N in "max+N": max+N stays within MAX_WARMUP_BATCH for any max_num_requests."""
+
+
+def _warmup_size(size: int | str) -> int | str:
+    if isinstance(size, int):
+        if not 1 <= size <= MAX_WARMUP_BATCH:
+            raise ValueError(
+                f"warmup batch size {size} must be from 1 to {MAX_WARMUP_BATCH} "
+                "(a warmup batch runs at once: its size is memory)"
+            )
+        return size
+    match = _WARMUP_SIZE.match(size)
+    if match is None:
+        raise ValueError(f'warmup batch {size!r}: write a number, "max" or "max+N"')
+    # Compare digit counts first: int() of a huge digit string is itself slow.
+    extra = match.group(2) or "0"
+    if len(extra) > 6 or int(extra) > MAX_WARMUP_EXTRA:
+        raise ValueError(
+            f"warmup batch {size!r}: N in max+N must be at most {MAX_WARMUP_EXTRA}, "
+            f"so that no warmup batch exceeds {MAX_WARMUP_BATCH}"
+        )
+    return size
+
+
 WarmupBatch = Annotated[
     int | str,
+    AfterValidator(_warmup_size),
     Field(
         description=f'A batch size from 1 to {MAX_WARMUP_BATCH}, or "max" / "max+N" with N up '
         f"to {MAX_WARMUP_EXTRA} (relative to max_num_requests)."
@@ -342,29 +366,6 @@ class RunSpec(StrictModel):
         None, description="Traffic served before the scenario (engine uptime)."
     )
     engine: EngineOverrides = Field(default_factory=EngineOverrides)  # type: ignore[arg-type]
-
-    @field_validator("warmup")
-    @classmethod
-    def _warmup_sizes(cls, value: list[int | str]) -> list[int | str]:
-        for size in value:
-            if isinstance(size, int):
-                if not 1 <= size <= MAX_WARMUP_BATCH:
-                    raise ValueError(
-                        f"warmup batch size {size} must be from 1 to {MAX_WARMUP_BATCH} "
-                        "(a warmup batch runs at once: its size is memory)"
-                    )
-                continue
-            match = _WARMUP_SIZE.match(size)
-            if match is None:
-                raise ValueError(f'warmup batch {size!r}: write a number, "max" or "max+N"')
-            # Compare digit counts first: int() of a huge digit string is itself slow.
-            extra = match.group(2) or "0"
-            if len(extra) > 6 or int(extra) > MAX_WARMUP_EXTRA:
-                raise ValueError(
-                    f"warmup batch {size!r}: N in max+N must be at most {MAX_WARMUP_EXTRA}, "
-                    f"so that no warmup batch exceeds {MAX_WARMUP_BATCH}"
-                )
-        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> RunSpec:
