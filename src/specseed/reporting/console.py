@@ -320,7 +320,7 @@ def render_offsets(rows: Sequence[OffsetRow]) -> Group:
         start = max(0, first_bad - 2)
         shown = table_rows[start : start + MAX_OFFSET_ROWS]
         table = Table(
-            title=f"{request}: RNG state per event, observed, and the contract where it differs",
+            title=f"{request}: RNG state per event vs the contract",
             title_justify="left",
             header_style="bold",
             box=None,
@@ -328,7 +328,7 @@ def render_offsets(rows: Sequence[OffsetRow]) -> Group:
         )
         for column in ("step", "iter", "event", "seed", "subseq", "offset", "draws"):
             table.add_column(column, justify="left" if column == "event" else "right", no_wrap=True)
-        table.add_column("contract expects", overflow="fold", ratio=1)
+        table.add_column("contract", overflow="fold", ratio=1)
         for r in shown:
             table.add_row(
                 str(r.step),
@@ -455,6 +455,7 @@ def render_matrix(matrix: MatrixResult, console: Console) -> None:
         header_style="bold",
         box=None,
         padding=(0, 1),
+        pad_edge=False,
     )
     # One row per defect with the checks that fail written out: a column per check (eleven)
     # does not fit 80 columns and Rich would cut the headers to "ro…".
