@@ -30,7 +30,9 @@ def audit(*args: str, columns: int = 80):  # type: ignore[no-untyped-def]
 def expectations(path: Path) -> list[str]:
     lines = path.read_bytes().split(b"\n")
     found = [
-        line.decode("ascii")[len("# expect: ") :] for line in lines if line.startswith(b"# expect: ")
+        line.decode("ascii")[len("# expect: ") :]
+        for line in lines
+        if line.startswith(b"# expect: ")
     ]
     assert found, f"{path.name} lacks its '# expect:' line"
     return found
