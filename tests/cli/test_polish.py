@@ -118,3 +118,21 @@ def test_top_p_below_the_bound_keeps_no_token() -> None:
     assert torch.isnan(sampler.filter_probs(probs, 0, 1e-300)).all()
     kept = sampler.filter_probs(probs, 0, MIN_TOP_P)
     assert kept.tolist() == [[1.0, 0.0, 0.0]]
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_listings_keep_every_name_whole(width: int) -> None:
+    from specseed.checks import CHECKS
+    from specseed.defects import DEFECT_IDS
+
+    checks = runner.invoke(app, ["checks"], env={"COLUMNS": str(width)}).output
+    listing = runner.invoke(app, ["scenarios", "list"], env={"COLUMNS": str(width)}).output
+    for text in (checks, listing):
+        assert "…" not in text
+        assert all(len(line) <= width for line in text.splitlines())
+    flat = checks.replace("\n", " ")
+    assert all(check in checks for check in CHECKS)
+    assert all(
+        defect in flat for defect in DEFECT_IDS if any(defect in s.targets for s in CHECKS.values())
+    )
+    assert all(name in listing for name in library_names())

@@ -8,9 +8,11 @@ from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.padding import Padding
+from rich.text import Text
 
 from specseed.cli.errors import error_boundary
+from specseed.cli.inputs import FLAG
 from specseed.errors import InputError
 
 out = Console()
@@ -18,7 +20,9 @@ out = Console()
 
 def init(
     path: Annotated[Path, typer.Argument(help="Where to write it.")] = Path("model.yaml"),
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", metavar=FLAG, help="Overwrite an existing file.")
+    ] = False,
 ) -> None:
     """Write the default audit configuration as a commented model.yaml.
 
@@ -61,11 +65,10 @@ def checks() -> None:
     """List every check: its stable id, what it means and the defects it targets."""
     from specseed.checks import CHECKS
 
-    table = Table(header_style="bold", show_lines=False)
-    table.add_column("id")
-    table.add_column("kind")
-    table.add_column("meaning")
-    table.add_column("targets")
+    # One block per check, not a four-column table: at 80 columns the table cut ids and
+    # defect names ("draw-ranges-disjoi…"); a block wraps only the prose.
     for spec in CHECKS.values():
-        table.add_row(spec.id, spec.kind, spec.description, ", ".join(spec.targets) or "—")
-    out.print(table)
+        head = Text.assemble((spec.id, "bold"), f" ({spec.kind})")
+        head.append(" · targets: " + (", ".join(spec.targets) or "—"), style="dim")
+        out.print(head)
+        out.print(Padding(Text(spec.description), (0, 0, 1, 4)))

@@ -31,9 +31,9 @@ def list_scenarios() -> None:
 
     with error_boundary():
         table = Table(header_style="bold")
-        table.add_column("name")
+        table.add_column("name", no_wrap=True)
         table.add_column("runs", justify="right")
-        table.add_column("covers")
+        table.add_column("covers", overflow="fold")
         table.add_column("description")
         for name in library_names():
             scenario = load_library_scenario(name).scenario
