@@ -103,6 +103,10 @@ def test_json_and_junit_on_one_path_are_refused(tmp_path: Path) -> None:
     assert not out.exists()
 
 
+def test_two_reports_on_stdout_are_refused() -> None:
+    assert_refused(audit("--json", "-", "--junit", "-"), "--json and --junit both write to stdout")
+
+
 def test_a_report_onto_model_yaml_is_refused(tmp_path: Path) -> None:
     model = tmp_path / "model.yaml"
     text = "scenarios: [uptime]\n"

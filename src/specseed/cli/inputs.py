@@ -41,8 +41,15 @@ def _same_file(a: Path, b: Path) -> bool:
 def check_output_paths(outputs: dict[str, Path | None], inputs: Iterable[Path]) -> None:
     """Refuse two reports on one path, or a report onto model.yaml or a scenario file.
 
-    ``outputs`` maps an option name (``--json``) to its path; ``-`` (stdout) is never a clash.
+    ``outputs`` maps an option name (``--json``) to its path; ``-`` is stdout, which only one
+    report can have.
     """
+    to_stdout = [option for option, path in outputs.items() if path and str(path) == "-"]
+    if len(to_stdout) > 1:
+        raise InputError(
+            f"{' and '.join(to_stdout)} both write to stdout ('-')",
+            hint="send at most one report to stdout",
+        )
     given = [(option, path) for option, path in outputs.items() if path and str(path) != "-"]
     for index, (option, path) in enumerate(given):
         for other_option, other in given[:index]:
