@@ -326,6 +326,20 @@ WarmupBatch = Annotated[
 ]
 
 
+Loc = tuple[int | str, ...]
+
+
+class CrossReferenceError(ValueError):
+    """Names in a scenario that point at nothing; one (field path, message) per offending item.
+
+    The loader turns each into its own problem at the line of that item.
+    """
+
+    def __init__(self, problems: list[tuple[Loc, str]]) -> None:
+        super().__init__("; ".join(message for _, message in problems))
+        self.problems = problems
+
+
 class PriorTraffic(StrictModel):
     """Ordinary requests the engine serves, one batch, before the scenario's requests."""
 
@@ -369,11 +383,23 @@ class RunSpec(StrictModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> RunSpec:
-        if len(set(self.requests)) != len(self.requests):
-            raise ValueError("a request is listed twice in `requests`")
-        stray = sorted(set(self.arrivals) - set(self.requests))
-        if stray:
-            raise ValueError(f"`arrivals` names requests not in `requests`: {', '.join(stray)}")
+        problems: list[tuple[Loc, str]] = []
+        for index, request in enumerate(self.requests):
+            if request in self.requests[:index]:
+                problems.append(
+                    (("requests", index), f"request {request!r} is listed twice in `requests`")
+                )
+        for request in self.arrivals:
+            if request not in self.requests:
+                problems.append(
+                    (
+                        ("arrivals", request),
+                        f"`arrivals` names request {request!r}, which this run does not "
+                        "serve. Add it to `requests` or remove its arrival.",
+                    )
+                )
+        if problems:
+            raise CrossReferenceError(problems)
         return self
 
     def warmup_sizes(self, max_num_requests: int) -> list[int]:
@@ -399,20 +425,6 @@ class Expectation(StrictModel):
         description="Requests compared (default: every request the check applies to that "
         "is in all the runs).",
     )
-
-
-Loc = tuple[int | str, ...]
-
-
-class CrossReferenceError(ValueError):
-    """Names in a scenario that point at nothing; one (field path, message) per offending item.
-
-    The loader turns each into its own problem at the line of that item.
-    """
-
-    def __init__(self, problems: list[tuple[Loc, str]]) -> None:
-        super().__init__("; ".join(message for _, message in problems))
-        self.problems = problems
 
 
 def _unknown(kind: str, name: str, known: list[str]) -> str:
