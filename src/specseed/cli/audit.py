@@ -151,6 +151,18 @@ def audit(
         else:
             config, base_dir, source = AuditConfig(), Path.cwd(), "(built-in default)"
         planned = plan_audit(config, base_dir, source)
+        # Before anything is created on disk; every file model.yaml names, --scenario or not.
+        check_output_paths(
+            {"--json": json_path, "--junit": junit_path},
+            [p for p in [model_yaml] if p is not None]
+            + [
+                Path(p.loaded.source)
+                if Path(p.loaded.source).is_absolute()
+                else base_dir / p.loaded.source
+                for p in planned
+                if not p.loaded.source.startswith("builtin:")
+            ],
+        )
         _check_writable(json_path, "JSON report")
         _check_writable(junit_path, "JUnit report")
         _check_writable(trace_dir, "traces", directory=True)
@@ -163,17 +175,6 @@ def audit(
                     hint=f"available: {', '.join(sorted(known))}",
                 )
             planned = [p for p in planned if p.scenario.name in scenario]
-        check_output_paths(
-            {"--json": json_path, "--junit": junit_path},
-            [p for p in [model_yaml] if p is not None]
-            + [
-                Path(p.loaded.source)
-                if Path(p.loaded.source).is_absolute()
-                else base_dir / p.loaded.source
-                for p in planned
-                if not p.loaded.source.startswith("builtin:")
-            ],
-        )
         check_scope(config.checks.skip, [p.scenario for p in planned], source)
         if matrix:
             _matrix(config, base_dir, scenario, out, err, show_progress=not no_progress)
