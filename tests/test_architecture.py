@@ -19,7 +19,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("specseed.scenarios",),
     ("specseed.checks",),
     ("specseed.results",),
-    ("specseed.runner", "specseed.matrix"),
+    ("specseed.runner", "specseed.matrix", "specseed.scope"),
     ("specseed.reporting",),
     ("specseed.cli", "specseed.__main__"),
 ]

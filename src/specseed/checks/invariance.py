@@ -16,6 +16,7 @@ from specseed.checks.suspects import divergence_suspects, merge
 from specseed.contracts import RngContract
 from specseed.scenarios.schema import Expectation
 from specseed.trace import RequestInfo, RunTrace
+from specseed.wording import plural
 
 RequestFilter = Callable[[RequestInfo], bool]
 
@@ -139,7 +140,7 @@ def _compare(
     elif limitation is not None and (excused or moved):
         affected = tuple(dict.fromkeys([d.request for d in excused] + moved))
         what = (
-            f"{len(excused)} streams change with the kernel row"
+            f"{plural(len(excused), 'stream changes', 'streams change')} with the kernel row"
             if excused
             else "rows moved without changing tokens"
         )
@@ -155,7 +156,7 @@ def _compare(
     else:
         yield Finding(
             status="pass",
-            message=f"{len(requests)} requests identical across {varied} ({', '.join(runs)})",
+            message=f"{plural(len(requests), 'request')} identical across {varied} ({', '.join(runs)})",
             runs=runs,
             requests=tuple(requests),
         )

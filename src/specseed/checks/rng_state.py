@@ -16,7 +16,9 @@ from specseed.checks.findings import EventState, Finding, OffsetRow, Suspect
 from specseed.checks.registry import run_check
 from specseed.checks.suspects import merge, offset_suspects, overlap_suspect, seed_suspects
 from specseed.contracts import RngContract, all_contracts
+from specseed.seeds import fmt_seed
 from specseed.trace import RowRecord, RunTrace, StepRecord
+from specseed.wording import plural
 
 MAX_DETAIL_LINES = 8
 
@@ -173,7 +175,7 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         )
     yield Finding(
         status="fail",
-        message=f"{trace.name}: {bad} of {events} sampling events differ from {contract.name} "
+        message=f"{trace.name}: {bad} of {plural(events, 'sampling event')} differ from {contract.name} "
         f"({summary})",
         runs=(trace.name,),
         requests=tuple(sorted(mismatched)),
@@ -253,14 +255,14 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
             f"{request}: {a.label()} (iteration {a.decoding_iter}, step {a.step}) reads offsets "
             f"{a.offset}..{a.offset + a.draws - 1} and {b.label()} (iteration "
             f"{b.decoding_iter}, step {b.step}) reads {b.offset}..{b.offset + b.draws - 1} of "
-            f"seed {a.seed}, subsequence {a.subsequence}"
+            f"seed {fmt_seed(a.seed)}, subsequence {a.subsequence}"
             for request, a, b in items[:MAX_DETAIL_LINES]
         )
 
     if violations:
         yield Finding(
             status="fail",
-            message=f"{trace.name}: {len(violations)} pairs of sampling events read the same "
+            message=f"{trace.name}: {plural(len(violations), 'pair')} of sampling events read the same "
             f"random numbers ({', '.join(sorted({r for r, _, _ in violations}))})",
             runs=(trace.name,),
             requests=tuple(sorted({r for r, _, _ in violations})),
@@ -268,7 +270,11 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
             details=describe(violations),
         )
     elif limitation is not None:
-        seen = f"{len(excused)} overlaps where the contract puts them" if excused else "no overlap"
+        seen = (
+            f"{plural(len(excused), 'overlap')} where the contract puts them"
+            if excused
+            else "no overlap"
+        )
         yield Finding(
             status="known-limitation",
             message=f"{trace.name}: {seen}; {contract.name} does not keep draw ranges disjoint",
@@ -281,7 +287,7 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
         total = sum(len(v) for v in per_request.values())
         yield Finding(
             status="pass",
-            message=f"{trace.name}: {total} sampling events of {len(per_request)} requests read "
+            message=f"{trace.name}: {plural(total, 'sampling event')} of {plural(len(per_request), 'request')} read "
             "disjoint ranges",
             runs=(trace.name,),
         )

@@ -8,6 +8,7 @@ from specseed.checks.context import CheckContext
 from specseed.checks.findings import Finding, Suspect
 from specseed.checks.registry import run_check
 from specseed.trace import RunTrace
+from specseed.wording import plural
 
 
 @run_check(
@@ -27,7 +28,7 @@ def runs_complete(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         extra = f", warmup batches {above} above max_num_requests {limit}" if above else ""
         yield Finding(
             status="pass",
-            message=f"{trace.name} completed in {len(trace.steps)} steps{extra}",
+            message=f"{trace.name} completed in {plural(len(trace.steps), 'step')}{extra}",
             runs=(trace.name,),
         )
         return
@@ -37,7 +38,7 @@ def runs_complete(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
             Suspect(
                 "warmup-overflow",
                 f"the engine failed while running a {failure.phase} batch of "
-                f"{failure.batch_size} rows, above max_num_requests {limit}: buffers sized "
+                f"{plural(failure.batch_size, 'row')}, above max_num_requests {limit}: buffers sized "
                 "max_num_requests cannot hold it",
             )
         )

@@ -10,12 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from specseed.contracts import contract_names
 from specseed.defects import DEFECT_IDS
-
-
-def _one_of(kind: str, value: str, known: tuple[str, ...]) -> str:
-    if value not in known:
-        raise ValueError(f"unknown {kind} {value!r}; expected one of: {', '.join(known)}")
-    return value
+from specseed.wording import one_of
 
 
 class ReferenceOptions(BaseModel):
@@ -39,13 +34,13 @@ class ReferenceOptions(BaseModel):
     @field_validator("rng_profile")
     @classmethod
     def _known_profile(cls, value: str | None) -> str | None:
-        return None if value is None else _one_of("rng profile", value, contract_names())
+        return None if value is None else one_of("rng profile", value, contract_names())
 
     @field_validator("defects")
     @classmethod
     def _known_defects(cls, value: list[str]) -> list[str]:
         for item in value:
-            _one_of("defect", item, DEFECT_IDS)
+            one_of("defect", item, DEFECT_IDS)
         if len(set(value)) != len(value):
             raise ValueError("a defect is listed twice")
         return value
