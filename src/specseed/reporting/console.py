@@ -408,7 +408,7 @@ def render_report(result: AuditResult, console: Console, exit_code: int) -> None
     """Print the whole report."""
     engine = result.config.engine
     options = "".join(
-        f", {key} {', '.join(map(str, value)) if isinstance(value, list) else value}"
+        f", {key}: {', '.join(map(str, value)) if isinstance(value, list) else value}"
         for key, value in engine.options.items()
         if value not in (None, [], "")
     )
