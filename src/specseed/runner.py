@@ -126,6 +126,7 @@ def base_settings(engine: EngineConfig, base_dir: Path) -> EngineSettings:
         model_seed=engine.model_seed,
         rng_profile=engine.effective_rng_profile,
         defects=tuple(engine.defects),
+        sampling_backend=engine.sampling_backend,
     )
 
 

@@ -33,6 +33,8 @@ class EngineSettings:
     """The contract the engine follows (reference engine only)."""
     defects: tuple[str, ...] = ()
     """Defect ids to inject (reference engine only)."""
+    sampling_backend: Literal["cpu", "flashinfer"] = "cpu"
+    """Where the reference engine samples: specseed's CPU twins or flashinfer's kernels."""
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -47,6 +49,7 @@ class EngineSettings:
             "model_seed": self.model_seed,
             "rng_profile": self.rng_profile,
             "defects": list(self.defects),
+            "sampling_backend": self.sampling_backend,
         }
 
 

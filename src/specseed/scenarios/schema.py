@@ -95,6 +95,12 @@ class EngineConfig(StrictModel):
         description="reference only: defect ids to inject on purpose (see `specseed audit "
         "--matrix`).",
     )
+    sampling_backend: Literal["cpu", "flashinfer"] = Field(
+        "cpu",
+        description="reference only: where sampling and rejection verification run: cpu "
+        "(specseed's flashinfer-exact CPU twins) or flashinfer (its CUDA kernels; needs "
+        "device: cuda and flashinfer-python).",
+    )
 
     @field_validator("name")
     @classmethod
