@@ -405,7 +405,7 @@ class FlashinferBackend:
         for launch in launches:
             if launch == list(range(rows)):
                 seeds, offsets = self._rng(seed, offset, element0)
-                args = (d_probs, d_ids, t_probs)
+                args: tuple[torch.Tensor, ...] = (d_probs, d_ids, t_probs)
             else:
                 src, seeds, offsets = self._launch_args(launch, seed, offset, element0)
                 src_dev = src.to(self.device)

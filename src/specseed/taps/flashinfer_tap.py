@@ -289,7 +289,7 @@ class FlashinferTap:
             return result
 
         disable = getattr(getattr(torch, "compiler", None), "disable", None)
-        return disable(tapped) if disable is not None else tapped  # type: ignore[no-any-return]
+        return disable(tapped) if disable is not None else tapped
 
 
 def _capturing() -> bool:
@@ -301,7 +301,7 @@ def _compiled_graph_count() -> int:
     if dynamo is None:
         return 0
     try:
-        return int(dynamo.counters["stats"]["unique_graphs"])  # type: ignore[attr-defined]
+        return int(dynamo.counters["stats"]["unique_graphs"])
     except (AttributeError, KeyError, TypeError):
         return 0
 
