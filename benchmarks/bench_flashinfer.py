@@ -74,7 +74,9 @@ def kernels(batch: int, vocab: int, iters: int) -> None:
     target = torch.softmax(torch.randn(batch, k + 1, vocab, device=dev, generator=gen) * 2, -1)
     ids = torch.randint(0, vocab, (batch, k), device=dev, generator=gen, dtype=torch.int32)
 
-    print(f"flashinfer {backend.version}, {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
+    print(
+        f"flashinfer {backend.version}, {torch.cuda.get_device_name(0)}, torch {torch.__version__}"
+    )
     print(f"batch {batch}, vocab {vocab}, median of {iters} calls, ms per call\n")
     rows: list[tuple[str, Callable[[], object], Callable[[], object]]] = [
         (
@@ -112,7 +114,8 @@ def kernels(batch: int, vocab: int, iters: int) -> None:
     zeros = torch.zeros(batch, dtype=torch.int64)
     seeds_cpu, offsets_cpu = seeds.cpu(), offsets.cpu()
     t_ideal = wall_ms(
-        lambda: backend.sampling_from_probs(probs, seeds_cpu, offsets_cpu, zeros), max(3, iters // 10)
+        lambda: backend.sampling_from_probs(probs, seeds_cpu, offsets_cpu, zeros),
+        max(3, iters // 10),
     )
     t_one = wall_ms(lambda: backend.sampling_from_probs(probs, seeds_cpu, offsets_cpu, None), iters)
     print(
@@ -124,9 +127,9 @@ def kernels(batch: int, vocab: int, iters: int) -> None:
 
 def engine(tokens: int) -> None:
     from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
+    from specseed.engine_adapters.reference import checkpoint
     from specseed.engine_adapters.reference.config import LlamaConfig
     from specseed.engine_adapters.reference.engine import ReferenceEngine
-    from specseed.engine_adapters.reference import checkpoint
     from specseed.engine_adapters.reference.target import expected_shapes
     from specseed.trace import TraceRecorder
 
