@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,12 @@ from specseed.errors import EngineError
 from specseed.sampling.backend import (
     MAX_PACKED_SUBSEQUENCE,
     CpuBackend,
+    FlashinferBackend,
     make_backend,
     plan_launches,
 )
 from specseed.sampling.streams import SamplingInputError
+from tests.taps import standin_flashinfer
 
 
 def test_kernel_row_subsequences_are_one_launch_as_is() -> None:
@@ -85,3 +88,68 @@ def test_unknown_backend_is_bad_input(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["audit", str(model), "--no-progress"])
     assert result.exit_code == 2, result.output
     assert "sampling_backend" in result.output
+
+
+# -- the flashinfer backend's own logic, over the CPU twins standing in for flashinfer ------
+# The stand-in samples with subsequence = launch row, as the real kernels do, so what is
+# tested here is the backend's packing, element-0 emulation and draw accounting.
+
+
+@pytest.fixture
+def standin_backend() -> Iterator[FlashinferBackend]:
+    module = standin_flashinfer.make("0.7.4")
+    yield FlashinferBackend(module, "0.7.4", torch.device("cpu"))
+    standin_flashinfer.drop()
+
+
+def _dyadic(rows: int, vocab: int, seed: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    w = torch.randint(1, 64, (rows, vocab), generator=gen).float()
+    return w / w.sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("subs", [None, [0] * 5, [2, 0, 2, 1, 0]])
+@pytest.mark.parametrize("element0", [False, True])
+def test_packed_launches_sample_what_the_twin_samples(
+    standin_backend: FlashinferBackend, subs: list[int] | None, element0: bool
+) -> None:
+    probs = _dyadic(5, 48, 1)
+    seeds = torch.tensor([11, 12, 13, 14, 15], dtype=torch.int64)
+    offsets = torch.tensor([0, 4, 8, 12, 16], dtype=torch.int64)
+    sub_t = None if subs is None else torch.tensor(subs, dtype=torch.int64)
+    got = standin_backend.sampling_from_probs(probs, seeds, offsets, sub_t, element0=element0)
+    want = CpuBackend().sampling_from_probs(probs, seeds, offsets, sub_t, element0=element0)
+    assert got.tokens.tolist() == want.tokens.tolist()
+    assert got.subsequences == want.subsequences
+    assert got.launches == (1 if subs is None else len(plan_launches(5, subs)))
+    k_arr = torch.tensor([3, 48, 10, 5, 7], dtype=torch.int32)
+    p_arr = torch.tensor([0.9, 0.5, 1.0, 0.7, 0.95])
+    got = standin_backend.top_k_top_p_sampling_from_probs(
+        probs, k_arr, p_arr, seeds, offsets, sub_t, element0=element0
+    )
+    want = CpuBackend().top_k_top_p_sampling_from_probs(
+        probs, k_arr, p_arr, seeds, offsets, sub_t, element0=element0
+    )
+    assert got.tokens.tolist() == want.tokens.tolist()
+    assert got.draws.tolist() == want.draws.tolist()
+    assert standin_backend.draw_replay_mismatches == 0
+
+
+@pytest.mark.parametrize("subs", [None, [0] * 6])
+def test_packed_chain_verification_matches_the_twin(
+    standin_backend: FlashinferBackend, subs: list[int] | None
+) -> None:
+    batch, k, vocab = 6, 3, 24
+    gen = torch.Generator().manual_seed(5)
+    draft = torch.softmax(torch.randn(batch, k, vocab, generator=gen) * 3, -1)
+    target = torch.softmax(torch.randn(batch, k + 1, vocab, generator=gen) * 3, -1)
+    ids = torch.multinomial(draft.reshape(-1, vocab), 1, generator=gen).reshape(batch, k).int()
+    seeds = torch.arange(batch, dtype=torch.int64) + 40
+    offsets = torch.arange(batch, dtype=torch.int64) * 8
+    sub_t = None if subs is None else torch.tensor(subs, dtype=torch.int64)
+    got = standin_backend.chain_speculative_sampling(draft, ids, target, seeds, offsets, sub_t)
+    want = CpuBackend().chain_speculative_sampling(draft, ids, target, seeds, offsets, sub_t)
+    assert got.tokens.tolist() == want.tokens.tolist()
+    assert got.draws.tolist() == want.draws.tolist()
+    assert got.emitted is not None and want.emitted is not None
+    assert got.emitted.tolist() == want.emitted.tolist()
