@@ -67,7 +67,7 @@ class BackendResult:
     """(rows,) sampled tokens, or (rows, K + 1) for chain speculative sampling (-1 padded)."""
     draws: torch.Tensor
     """(rows,) int64: Philox draws each row consumed."""
-    subsequences: tuple[int, ...]
+    subsequences: Sequence[int]
     """The Philox subsequence each row ran on (the launch row for flashinfer)."""
     emitted: torch.Tensor | None = None
     """Chain speculative sampling only: draft tokens emitted per row (before the bonus)."""
@@ -122,9 +122,9 @@ def _indexing(element0: bool) -> sampling.SeedOffsetIndexing:
     return "element0" if element0 else "per_row"
 
 
-def _used(rows: int, subsequence: torch.Tensor | None) -> tuple[int, ...]:
+def _used(rows: int, subsequence: torch.Tensor | None) -> Sequence[int]:
     if subsequence is None:
-        return tuple(range(rows))
+        return range(rows)
     return tuple(int(s) for s in subsequence.tolist())
 
 
@@ -294,7 +294,7 @@ class FlashinferBackend:
         element0: bool,
         kernel: str,
         extra: tuple[torch.Tensor, ...],
-    ) -> tuple[torch.Tensor, tuple[int, ...], int]:
+    ) -> tuple[torch.Tensor, Sequence[int], int]:
         home = probs.device
         probs_dev = probs.to(self.device, torch.float32)
         extra_dev = tuple(t.to(self.device) for t in extra)
@@ -303,11 +303,11 @@ class FlashinferBackend:
         if kernel == "top_k_top_p_sampling_from_probs":
             kwargs["filter_apply_order"] = "joint"
         rows = probs.shape[0]
-        launches = plan_launches(rows, self._subs(subsequence))
-        if len(launches) == 1 and launches[0] == list(range(rows)):
+        launches = [] if subsequence is None else plan_launches(rows, self._subs(subsequence))
+        if subsequence is None or launches == [list(range(rows))]:
             seeds, offsets = self._rng(seed, offset, element0)
             tokens = fn(probs_dev, *extra_dev, seed=seeds, offset=offsets, **kwargs)
-            return tokens.to(home), tuple(range(rows)), 1
+            return tokens.to(home), range(rows), 1
         out = torch.empty(rows, dtype=torch.int32, device=self.device)
         used = [0] * rows
         for launch in launches:
@@ -340,7 +340,7 @@ class FlashinferBackend:
         tokens, used, launches = self._sample(
             probs, seed, offset, subsequence, element0, "sampling_from_probs", ()
         )
-        draws = torch.ones(probs.shape[0], dtype=torch.int64)
+        draws = torch.ones(probs.shape[0], dtype=torch.int64, device=probs.device)
         return BackendResult(tokens, draws, used, launches=launches)
 
     def top_k_top_p_sampling_from_probs(
@@ -365,7 +365,7 @@ class FlashinferBackend:
             (top_k.to(torch.int32), top_p.to(torch.float32)),
         )
         if not return_draws:
-            draws = torch.full((probs.shape[0],), -1, dtype=torch.int64)
+            draws = torch.full((probs.shape[0],), -1, dtype=torch.int64, device=probs.device)
             return BackendResult(tokens, draws, used, launches=launches)
         # The kernel does not say how many rounds it ran: the twin replays the same rows.
         twin_tokens, draws = sampling.top_k_top_p_sampling_from_probs(
@@ -398,6 +398,16 @@ class FlashinferBackend:
         d_probs = draft_probs.to(self.device, torch.float32)
         d_ids = draft_token_ids.to(self.device, torch.int32)
         t_probs = target_probs.to(self.device, torch.float32)
+        if subsequence is None:
+            seeds, offsets = self._rng(seed, offset, element0)
+            out, _accepted, emit = self.fs.chain_speculative_sampling(
+                d_probs, d_ids, t_probs, deterministic=True, seed=seeds, offset=offsets
+            )
+            # K + 1 draws when every draft was accepted, K + 2 after a rejection (0.7.4 kernel).
+            draws = torch.where(emit >= num_drafts, num_drafts + 1, num_drafts + 2)
+            return BackendResult(
+                out.to(home), draws.to(home, torch.int64), range(rows), emit.to(home)
+            )
         launches = plan_launches(rows, self._subs(subsequence))
         output = torch.empty(rows, num_drafts + 1, dtype=torch.int32, device=self.device)
         emitted = torch.zeros(rows, dtype=torch.int32, device=self.device)

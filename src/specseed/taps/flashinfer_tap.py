@@ -49,6 +49,7 @@ __all__ = [
     "TAPPED_FUNCTIONS",
     "FlashinferTap",
     "TapCall",
+    "TapColumns",
     "TapRow",
     "reads_element0_only",
 ]
@@ -107,6 +108,19 @@ class TapRow:
 
 
 @dataclass(frozen=True)
+class TapColumns:
+    """What a call's rows were read as, column by column (rows are built when asked for:
+    building a thousand row objects per call would make the tap several times slower)."""
+
+    seeds: list[int] | None
+    offsets: list[int] | None
+    seeds_given: list[int] | None
+    offsets_given: list[int] | None
+    draws: list[int | None]
+    tokens: list[tuple[int, ...]]
+
+
+@dataclass(frozen=True)
 class TapCall:
     """One call of a wrapped ``flashinfer.sampling`` function."""
 
@@ -118,9 +132,30 @@ class TapCall:
     element0: bool
     """Whether this flashinfer release reads only element 0 of the seed/offset tensors."""
     flashinfer_version: str | None
-    rows: tuple[TapRow, ...]
+    columns: TapColumns | None = None
+    """The rows as read; None for a call seen during CUDA graph capture."""
     captured: bool = False
     """Seen while a CUDA graph was being captured: no rows read, replays are invisible."""
+
+    @functools.cached_property
+    def rows(self) -> tuple[TapRow, ...]:
+        """One ``TapRow`` per kernel row (output row)."""
+        c = self.columns
+        if c is None:
+            return ()
+        return tuple(
+            TapRow(
+                row=i,
+                subsequence=i,
+                seed=c.seeds[i] if c.seeds else None,
+                offset=c.offsets[i] if c.offsets else None,
+                seed_given=c.seeds_given[i] if c.seeds_given else None,
+                offset_given=c.offsets_given[i] if c.offsets_given else None,
+                draws=c.draws[i],
+                tokens=c.tokens[i],
+            )
+            for i in range(len(c.tokens))
+        )
 
 
 @dataclass
@@ -139,8 +174,8 @@ def _read(value: object, rows: int, element0: bool) -> tuple[list[int], list[int
     if value is None:
         return None
     if isinstance(value, torch.Tensor):
-        flat = [_uint64(v) for v in value.reshape(-1).tolist()]
-        given = [flat[i] if i < len(flat) else flat[0] for i in range(rows)]
+        flat = [v & _UINT64 for v in value.reshape(-1).tolist()]
+        given = flat[:rows] if len(flat) >= rows else [flat[0]] * rows
         used = [flat[0]] * rows if (element0 or len(flat) == 1) else given
         return used, given
     scalar = _uint64(int(value))  # type: ignore[call-overload]
@@ -258,7 +293,7 @@ class FlashinferTap:
             if _capturing():
                 result = original(*args, **kwargs)
                 self.calls.append(
-                    TapCall(len(self.calls), name, "tensor", None, False, self.version, (), True)
+                    TapCall(len(self.calls), name, "tensor", None, False, self.version, None, True)
                 )
                 return result
             bound = _bind(signature, args, kwargs)
@@ -283,7 +318,7 @@ class FlashinferTap:
                     else None,
                     element0=element0,
                     flashinfer_version=self.version,
-                    rows=_rows(name, bound, result, rows, seeds, offsets, before_emitted),
+                    columns=_columns(name, bound, result, rows, seeds, offsets, before_emitted),
                 )
             )
             return result
@@ -333,7 +368,7 @@ def _row_count(name: str, bound: dict[str, Any]) -> int:
     return int(first.shape[0]) if isinstance(first, torch.Tensor) else 0
 
 
-def _rows(
+def _columns(
     name: str,
     bound: dict[str, Any],
     result: Any,
@@ -341,7 +376,7 @@ def _rows(
     seeds: tuple[list[int], list[int]] | None,
     offsets: tuple[list[int], list[int]] | None,
     before_emitted: torch.Tensor | None,
-) -> tuple[TapRow, ...]:
+) -> TapColumns:
     if name == "chain_speculative_sampling":
         output, _accepted, emitted = result
         emitted_now = emitted.detach().to(torch.int64).cpu()
@@ -356,18 +391,13 @@ def _rows(
         ]
     else:
         samples = result[0] if isinstance(result, tuple) else result
-        tokens = [(int(t),) for t in samples.tolist()]
+        tokens = [(t,) for t in samples.tolist()]
         draws = [1 if name in _ONE_DRAW else None] * count
-    return tuple(
-        TapRow(
-            row=i,
-            subsequence=i,
-            seed=seeds[0][i] if seeds else None,
-            offset=offsets[0][i] if offsets else None,
-            seed_given=seeds[1][i] if seeds else None,
-            offset_given=offsets[1][i] if offsets else None,
-            draws=draws[i],
-            tokens=tokens[i],
-        )
-        for i in range(count)
+    return TapColumns(
+        seeds=seeds[0] if seeds else None,
+        offsets=offsets[0] if offsets else None,
+        seeds_given=seeds[1] if seeds else None,
+        offsets_given=offsets[1] if offsets else None,
+        draws=draws,
+        tokens=tokens,
     )
