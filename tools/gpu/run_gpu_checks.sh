@@ -65,7 +65,7 @@ job() {  # job VERSION: the GPU tests of the tap and backend, then the audits
   if [[ " $STEPS " == *" tests "* ]]; then
     stamp "pytest gpu, flashinfer $v"
     (cd "$DEV/repo" && timeout 200 env PYTHONPATH=$(site "$v") FLASHINFER_WORKSPACE_BASE=/tmp/ws$v \
-      python3 -m pytest -q -m gpu -p no:cacheprovider tests/taps)
+      python3 -m pytest -q -m gpu -p no:cacheprovider tests/taps tests/sampling/test_backend_gpu.py)
     stamp "pytest $v exit $?"
   fi
   if [[ " $STEPS " == *" audits "* ]]; then
