@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from specseed.engine_adapters.reference.engine import ReferenceEngine
-from specseed.runner import base_settings, plan_audit, run_audit
+from specseed.runner import AuditResult, base_settings, plan_audit, run_audit
 from specseed.sampling.backend import FlashinferBackend
 from specseed.scenarios.schema import AuditConfig, EngineConfig
 from specseed.taps.flashinfer_tap import FlashinferTap
@@ -31,7 +31,7 @@ def fs() -> Iterator[ModuleType]:
     standin_flashinfer.drop()
 
 
-def _audit(fs: ModuleType, contract: str, defects: list[str]) -> tuple[FlashinferTap, object]:
+def _audit(fs: ModuleType, contract: str, defects: list[str]) -> tuple[FlashinferTap, AuditResult]:
     config = AuditConfig(
         engine=EngineConfig(contract=contract, defects=defects),
         scenarios=["continuous-batching", "overlap-scheduler", "warmup"],
@@ -46,13 +46,13 @@ def _audit(fs: ModuleType, contract: str, defects: list[str]) -> tuple[Flashinfe
 @pytest.mark.parametrize("contract", ["ideal", "trtllm-pr17599"])
 def test_tap_equals_the_engine_trace(fs: ModuleType, contract: str) -> None:
     tap, result = _audit(fs, contract, [])
-    traces = [t for s in result.scenarios for t in s.traces.values()]  # type: ignore[attr-defined]
+    traces = [t for s in result.scenarios for t in s.traces.values()]
     missing, extra = unmatched(tap, traces)
     assert missing == [] and extra == 0
     assert sum(len(c.rows) for c in tap.calls) > 100
     if contract == "ideal":
         assert all(len(c.rows) == 1 for c in tap.calls)  # subsequence 0: a launch per row
-    assert result.verdict == "pass"  # type: ignore[attr-defined]
+    assert result.verdict == "pass"
 
 
 def test_a_trace_that_lies_is_caught(fs: ModuleType) -> None:
@@ -60,7 +60,7 @@ def test_a_trace_that_lies_is_caught(fs: ModuleType) -> None:
     ``draft-shared-offset`` changes what the engine passes and records alike, so instead the
     trace is edited after the fact."""
     tap, result = _audit(fs, "ideal", [])
-    traces = [t for s in result.scenarios for t in s.traces.values()]  # type: ignore[attr-defined]
+    traces = [t for s in result.scenarios for t in s.traces.values()]
     first = traces[0]
     step = next(
         s for s in first.steps if any(r.events and r.events[0].kernel != "argmax" for r in s.rows)
