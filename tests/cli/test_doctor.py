@@ -70,3 +70,18 @@ def test_engines_whose_package_is_missing_say_so() -> None:
         pytest.skip("tensorrt_llm is installed here")
     trtllm = next(r for r in inventory.runnable if r.engine == "trtllm")
     assert not trtllm.ok and "tensorrt_llm is not installed" in trtllm.reason
+
+
+def test_install_hints_survive_rich_markup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``specseed[gpu]`` in a reason must print as written, not be read as a Rich tag."""
+    import specseed.engine_adapters.inventory as inventory
+
+    monkeypatch.setattr(inventory, "_torch_cuda", lambda: (True, "13.0", ("Some GPU",)))
+    monkeypatch.setattr(
+        inventory,
+        "_package",
+        lambda name: inventory.PackageStatus(name, name == "torch", None, None),
+    )
+    result = CliRunner().invoke(app, ["doctor"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "'specseed[gpu]')" in result.output  # the reason wraps after 'install'

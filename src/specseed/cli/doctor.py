@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 out = Console()
@@ -42,7 +43,9 @@ def doctor(
     packages.add_column("version")
     packages.add_column("from", overflow="fold", max_width=44)
     for p in inventory.packages:
-        packages.add_row(p.name, "yes" if p.found else "no", p.version or "—", p.location or "—")
+        packages.add_row(
+            p.name, "yes" if p.found else "no", p.version or "—", escape(p.location or "—")
+        )
     out.print(packages)
     runs = Table(title="What can run here", title_justify="left", header_style="bold")
     runs.add_column("engine")
@@ -51,5 +54,8 @@ def doctor(
     runs.add_column("runs")
     runs.add_column("why", overflow="fold", max_width=40)
     for r in inventory.runnable:
-        runs.add_row(r.engine, r.device, r.sampling_backend, "yes" if r.ok else "no", r.reason)
+        # escape: reasons hold "specseed[gpu]", which Rich would read as markup.
+        runs.add_row(
+            r.engine, r.device, r.sampling_backend, "yes" if r.ok else "no", escape(r.reason)
+        )
     out.print(runs)
