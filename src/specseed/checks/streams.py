@@ -31,11 +31,27 @@ def _events(trace: RunTrace, request: str) -> list[tuple[EventState, StepRecord,
 Located = tuple[EventState, StepRecord, SamplingEvent]
 
 
-def _shared_states(trace: RunTrace, a: str, b: str) -> list[tuple[Located, Located]]:
+def _events_by_request(trace: RunTrace) -> dict[str, list[Located]]:
+    """Every request's events in one pass (a run may hold thousands of requests, and the
+    checks below look at every pair of them)."""
+    out: dict[str, list[Located]] = {}
+    for step in trace.steps:
+        for row in step.rows:
+            if row.discarded:
+                continue
+            located = out.setdefault(row.request_id, [])
+            for event in row.events:
+                located.append((event_state(event, step.step, row.decoding_iter), step, event))
+    return out
+
+
+def _shared_states(
+    events: dict[str, list[Located]], a: str, b: str
+) -> list[tuple[Located, Located]]:
     """Events of ``a`` and ``b`` that start at the same (seed, subsequence, offset)."""
-    index = {item[0].triple(): item for item in _events(trace, b) if item[0].draws > 0}
+    index = {item[0].triple(): item for item in events.get(b, []) if item[0].draws > 0}
     return [
-        (item, index[item[0].triple()]) for item in _events(trace, a) if item[0].triple() in index
+        (item, index[item[0].triple()]) for item in events.get(a, []) if item[0].triple() in index
     ]
 
 
@@ -127,9 +143,10 @@ def distinct_seeds(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     problems: list[str] = []
     suspects: list[Suspect] = []
     affected: set[str] = set()
+    events = _events_by_request(trace)
     for x, y in pairs:
         found = _shared_stream(
-            trace, x, y, _shared_states(trace, x.request_id, y.request_id), ctx.contract
+            trace, x, y, _shared_states(events, x.request_id, y.request_id), ctx.contract
         )
         if found is not None:
             problems.append(found[0])
@@ -180,8 +197,9 @@ def unseeded_independence(ctx: CheckContext, trace: RunTrace) -> Iterator[Findin
     suspects: list[Suspect] = []
     affected: set[str] = set()
     max_draft_len = ctx.max_draft_len(trace)
+    events = _events_by_request(trace)
     for x, y in pairs:
-        shared = _shared_states(trace, x.request_id, y.request_id)
+        shared = _shared_states(events, x.request_id, y.request_id)
         if (
             limitation is not None
             and shared
