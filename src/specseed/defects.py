@@ -106,8 +106,7 @@ DEFECTS: tuple[DefectClass, ...] = (
         "acceptance depends on the draft drawn and the output is biased",
         "planted by specseed (issue 12): one random number shared by a draft step and its "
         "own accept test",
-        "draft step i draws at the offset the next iteration's accept kernel reads for "
-        "position i",
+        "draft step i draws at the offset the next iteration's accept kernel reads for position i",
     ),
     DefectClass(
         "draft-temperature-skipped",

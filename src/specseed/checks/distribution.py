@@ -17,12 +17,17 @@ Scenarios without a ``distribution`` section produce no finding (nothing to test
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from specseed.checks.context import CheckContext
-from specseed.checks.findings import Finding, Suspect
+from specseed.checks.findings import Finding, Status, Suspect
 from specseed.checks.registry import register
 from specseed.trace import RunTrace
+
+if TYPE_CHECKING:
+    from specseed.distribution.analysis import GroupResult
 
 CHECK_ID = "distribution"
 ASSUMED_DTYPE = "bfloat16"
@@ -30,11 +35,13 @@ ASSUMED_DTYPE = "bfloat16"
 of the dtypes engines serve in; a wider envelope costs power, never false alarms)."""
 
 
-def _finding(ctx: CheckContext, trace: RunTrace, status: str, message: str, **kw) -> Finding:
+def _finding(
+    ctx: CheckContext, trace: RunTrace, status: Status, message: str, **kw: Any
+) -> Finding:
     return Finding(
         check=CHECK_ID,
         scenario=ctx.scenario.name,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         message=f"{trace.name}: {message}",
         runs=(trace.name,),
         **kw,
@@ -139,7 +146,7 @@ def distribution(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     )
 
 
-def _suspects(trace: RunTrace, groups: list) -> list[Suspect]:
+def _suspects(trace: RunTrace, groups: list[GroupResult]) -> list[Suspect]:
     """Defect classes that fit a biased output, most specific evidence first."""
     suspects: list[Suspect] = []
     reuse, overlap = _shared_draws(trace)
@@ -214,7 +221,7 @@ def _shared_draws(trace: RunTrace) -> tuple[str, str]:
     reuse = overlap = ""
     for request, items in ranges.items():
         items.sort()
-        for a, b in zip(items, items[1:], strict=False):
+        for a, b in itertools.pairwise(items):
             if a[:2] != b[:2] or b[2] >= a[3]:
                 continue
             kinds = {a[4].split("[")[0], b[4].split("[")[0]}

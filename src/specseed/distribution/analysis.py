@@ -141,7 +141,9 @@ class DistributionResult:
 # -- per-token quantities -------------------------------------------------------------------
 
 
-def _envelope(logits: torch.Tensor, probs: torch.Tensor, setup: SamplingSetup, dtype: str):
+def _envelope(
+    logits: torch.Tensor, probs: torch.Tensor, setup: SamplingSetup, dtype: str
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per row: the TV envelope, and which tokens' filter membership is ambiguous."""
     unit = UNIT_ROUNDOFF.get(dtype, UNIT_ROUNDOFF["bfloat16"])
     vocab = logits.shape[-1]
@@ -390,7 +392,7 @@ def analyse(
     for sample in samples:
         groups.setdefault((sample.prompt_ids, sample.setup), []).append(sample)
     results: list[GroupResult] = []
-    for number, ((prompt, setup), members) in enumerate(groups.items()):
+    for number, ((_prompt, setup), members) in enumerate(groups.items()):
         if len(members) < MIN_SAMPLES or min(len(m.tokens) for m in members) < 1:
             continue
         label = (

@@ -45,7 +45,9 @@ class ProbabilityOracle(Protocol):
     description: str
     vocab_size: int
 
-    def logits(self, sequences: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[torch.Tensor]:
+    def logits(
+        self, sequences: Sequence[tuple[Sequence[int], Sequence[int]]]
+    ) -> list[torch.Tensor]:
         """Per (prompt, emitted tokens): ``[len(emitted), vocab]`` float64 logits; row ``t``
         is the next-token logits after the prompt and ``emitted[:t]``."""
         ...
@@ -77,7 +79,9 @@ class ReferenceOracle:
         self.vocab_size = self._target.config.vocab_size
         self.max_len = self._target.max_seq_len
 
-    def logits(self, sequences: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[torch.Tensor]:
+    def logits(
+        self, sequences: Sequence[tuple[Sequence[int], Sequence[int]]]
+    ) -> list[torch.Tensor]:
         out: list[torch.Tensor] = []
         # Chunks of whole sequences per forward: bounded memory, few Python round trips.
         batch = 32

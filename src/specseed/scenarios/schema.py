@@ -384,9 +384,7 @@ class Scenario(StrictModel):
                 template.model_copy(
                     update={
                         "name": f"{template.name}.{i}",
-                        "seed": None
-                        if template.seed is None
-                        else (template.seed + i) & UINT64_MAX,
+                        "seed": None if template.seed is None else (template.seed + i) & UINT64_MAX,
                     }
                 ),
             )

@@ -104,9 +104,10 @@ class RngAssigner:
                 offset = self._layout.offset(row.decoding_iter, row.kind, index, self.max_draft_len)
                 if row.kind == "draft" and "accept-reuses-draft-draw" in self.defects:
                     # Draw i of the next iteration's accept kernel is draft step i's draw.
-                    offset = self._layout.offset(
-                        row.decoding_iter + 1, "accept", 0, self.max_draft_len
-                    ) + index
+                    offset = (
+                        self._layout.offset(row.decoding_iter + 1, "accept", 0, self.max_draft_len)
+                        + index
+                    )
             row_default = self.contract.row_subsequence or "row-subsequence" in self.defects
             states.append(AssignedState(seed & UINT64_MASK, offset, None if row_default else 0))
         if rows:
