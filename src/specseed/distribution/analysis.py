@@ -157,8 +157,12 @@ def _envelope(
         ratio = torch.exp(2.0 * log_ratio).unsqueeze(-1)
         sorted_desc, _ = torch.sort(raw, dim=-1, descending=True)
         if 0 < setup.top_k < vocab:
-            boundary = sorted_desc[:, setup.top_k - 1 : setup.top_k]
-            ambiguous |= (raw >= boundary / ratio) & (raw <= boundary * ratio)
+            # Membership flips only where the k-th and (k+1)-th probabilities nearly tie.
+            last_kept = sorted_desc[:, setup.top_k - 1 : setup.top_k]
+            first_dropped = sorted_desc[:, setup.top_k : setup.top_k + 1]
+            near_tie = first_dropped * ratio >= last_kept / ratio
+            band = (raw >= first_dropped / ratio) & (raw <= last_kept * ratio)
+            ambiguous |= band & near_tie
         if setup.top_p < 1.0:
             greater = torch.searchsorted(
                 (-sorted_desc).contiguous(), (-raw).contiguous(), right=False

@@ -321,6 +321,11 @@ class Scenario(StrictModel):
     requests: dict[Slug, RequestSpec] = Field(min_length=1)
     runs: list[RunSpec] = Field(min_length=1)
     expect: list[Expectation] = Field(default_factory=list)
+    default_audit: bool = Field(
+        True,
+        description="Part of `builtin` (the default audit). false: a long scenario that runs "
+        "only when named (e.g. a large distribution sample).",
+    )
     distribution: DistributionSpec | None = Field(
         None,
         description="Serve many seeded copies of the requests and test the emitted tokens "
