@@ -11,7 +11,9 @@ budget: 150 copies each of two requests x 16 tokens, rejection sampling, K = 3):
 3. the whole scenario's wall time (engine plus every check);
 4. with ``--false-alarms N``: the correct engine audited N times, request seeds moved by
    10^6 per repeat and model_seed cycling 0-3, and how many runs the check failed (the
-   stated rate is alpha = 1e-3 per run).
+   stated rate is alpha = 1e-3 per run);
+5. with ``--detections N``: the same N repeats with each planted bias injected, and how
+   many the check caught.
 
 Figures are measured side by side in one process; nothing is asserted.
 """
@@ -54,6 +56,7 @@ def _audit(config: AuditConfig, scenario: Scenario | None = None) -> AuditResult
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--false-alarms", type=int, default=0)
+    parser.add_argument("--detections", type=int, default=0)
     args = parser.parse_args()
     print(f"machine: {platform.processor() or platform.machine()}, torch {torch.__version__}")
 
@@ -83,32 +86,40 @@ def main() -> None:
     )
     print(f"whole scenario (engine, every check, model loads): {total:.2f} s")
 
+    loaded = plan_audit(config, Path.cwd())[0].scenario
     if args.false_alarms:
-        fails = 0
-        for repeat in range(args.false_alarms):
-            engine = EngineConfig(model_seed=repeat % 4)
-            loaded = plan_audit(AuditConfig(scenarios=["distribution"]), Path.cwd())[0].scenario
-            moved = loaded.model_copy(
-                update={
-                    "requests": {
-                        name: spec.model_copy(
-                            update={"seed": (spec.seed or 0) + 10**6 * (repeat + 1)}
-                        )
-                        for name, spec in loaded.requests.items()
-                    }
-                }
-            )
-            result = _audit(AuditConfig(engine=engine, scenarios=["distribution"]), moved)
-            failed = [
-                f for f in result.findings if f.check == "distribution" and f.status == "fail"
-            ]
-            fails += bool(failed)
-            print(
-                f"  repeat {repeat}: model_seed {repeat % 4}: "
-                f"{'FAIL ' + failed[0].message if failed else 'pass'}",
-                flush=True,
-            )
+        fails = sum(_repeat(loaded, repeat, None) for repeat in range(args.false_alarms))
         print(f"false alarms: {fails} of {args.false_alarms} runs (alpha 1e-3 per run)")
+    if args.detections:
+        for defect in PLANTED:
+            caught = sum(_repeat(loaded, repeat, defect) for repeat in range(args.detections))
+            print(f"{defect}: detected in {caught} of {args.detections} runs")
+
+
+PLANTED = ("biased-acceptance", "accept-reuses-draft-draw", "draft-temperature-skipped")
+
+
+def _repeat(loaded: Scenario, repeat: int, defect: str | None) -> bool:
+    """One audit of the scenario with request seeds moved by 10^6 per repeat and model_seed
+    cycling 0-3; True when the distribution check failed."""
+    engine = EngineConfig(model_seed=repeat % 4, defects=[defect] if defect else [])
+    moved = loaded.model_copy(
+        update={
+            "requests": {
+                name: spec.model_copy(update={"seed": (spec.seed or 0) + 10**6 * (repeat + 1)})
+                for name, spec in loaded.requests.items()
+            }
+        }
+    )
+    result = _audit(AuditConfig(engine=engine, scenarios=["distribution"]), moved)
+    failed = [f for f in result.findings if f.check == "distribution" and f.status == "fail"]
+    label = defect or "correct"
+    print(
+        f"  {label} repeat {repeat} (model_seed {repeat % 4}): "
+        + (failed[0].message if failed else "pass"),
+        flush=True,
+    )
+    return bool(failed)
 
 
 if __name__ == "__main__":

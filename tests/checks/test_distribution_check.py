@@ -66,3 +66,34 @@ def test_engine_without_a_loadable_checkpoint_is_skip_with_the_reason(
     (finding,) = distribution(ctx, moved)
     assert finding.status == "skip"
     assert "no exact target probabilities" in finding.message
+
+
+@pytest.mark.slow
+def test_correct_engine_passes_across_model_and_request_seeds() -> None:
+    # The false-alarm guard on the engine itself (benchmarks/bench_distribution.py
+    # --false-alarms measures it at the full budget): 8 tiny models and request seeds, 60
+    # copies of each request. Each run's finding is a false alarm with probability <= 1e-3.
+    from specseed.runner import PlannedScenario, base_settings, plan_run
+    from specseed.scenarios.loader import LoadedScenario
+
+    loaded = plan_audit(AuditConfig(scenarios=["distribution"]), Path.cwd())[0]
+    statuses = []
+    for repeat in range(8):
+        scenario = loaded.scenario.model_copy(
+            update={
+                "requests": {
+                    name: spec.model_copy(update={"seed": (spec.seed or 0) + 7919 * (repeat + 1)})
+                    for name, spec in loaded.scenario.requests.items()
+                },
+                "distribution": loaded.scenario.distribution.model_copy(update={"samples": 60}),
+            }
+        )
+        config = AuditConfig(engine=EngineConfig(model_seed=repeat))
+        base = base_settings(config.engine, Path.cwd())
+        planned = PlannedScenario(
+            LoadedScenario(scenario, loaded.loaded.source),
+            tuple(plan_run(scenario, run, base) for run in scenario.runs),
+        )
+        result = run_audit(config, [planned], Path.cwd())
+        statuses += [f.status for f in _findings(result)]
+    assert statuses == ["pass"] * 8
