@@ -67,9 +67,9 @@ def _candidate_pairs(
     by_output: dict[tuple[object, ...], set[str]] = {}
     involved = {r.request_id for pair in pairs for r in pair}
     for request in involved:
+        # Every event, drawing or not: a superset of what _shared_states matches.
         for state, _, _ in events.get(request, []):
-            if state.draws > 0:
-                by_state.setdefault(state.triple(), set()).add(request)
+            by_state.setdefault(state.triple(), set()).add(request)
     for pair in pairs:
         for info in pair:
             head = trace.end.outputs.get(info.request_id, ())[:MIN_TOKENS_FOR_IDENTITY]
