@@ -17,6 +17,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("specseed.trace",),
     ("specseed.engine_adapters",),
     ("specseed.scenarios",),
+    ("specseed.distribution",),
     ("specseed.checks",),
     ("specseed.results",),
     ("specseed.runner", "specseed.matrix", "specseed.scope"),

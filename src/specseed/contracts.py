@@ -183,9 +183,11 @@ TRTLLM_PR17599 = RngContract(
         ),
         Limitation(
             "draw-overlap",
-            ("draw-ranges-disjoint",),
+            ("draw-ranges-disjoint", "distribution"),
             "slots are one draw wide: the accept kernel (K + 1 or K + 2 draws) and multi-round "
-            "top-k/top-p kernels read into the next slots on the same row",
+            "top-k/top-p kernels read into the next slots on the same row; the bonus token and "
+            "the next draft can read one draw, which couples consecutive tokens (seen by the "
+            "distribution check with K = 1 from about 500 copies in one batch)",
         ),
     ),
     reference=(

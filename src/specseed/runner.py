@@ -116,11 +116,10 @@ def plan_run(scenario: Scenario, run: RunSpec, base: EngineSettings) -> RunPlan:
     """One run of a scenario, resolved against the engine settings."""
     settings = _run_settings(base, run)
     requests = []
-    for name in run.requests:
-        spec = scenario.resolved_request(name)
+    for name, spec in scenario.served_requests(run):
         requests.append(
             RequestPlan(
-                request_id=name,
+                request_id=spec.name,
                 prompt=tuple(spec.prompt) if isinstance(spec.prompt, list) else spec.prompt,
                 seed=spec.seed,
                 temperature=spec.temperature,

@@ -185,6 +185,8 @@ class ReferenceEngine(EngineAdapter):
             "model": self.model_description,
             "sampling_backend": self.backend.name,
             **({"flashinfer": self.backend.version} if self.backend.version else {}),
+            # What the samplers see (the distribution check's precision envelope).
+            "logits_dtype": "float32",
         }
 
     def encode(self, prompt: tuple[int, ...] | str) -> tuple[int, ...]:
@@ -635,7 +637,10 @@ class _EngineRun:
                 for k, i in enumerate(sampled):
                     chosen[i] = tokens[k]
                     plan = rows[i].request.plan
-                    q_rows[i].append(sampler.filter_probs(probs[k], plan.top_k, plan.top_p))
+                    q = probs[k]
+                    if "draft-temperature-skipped" in self.defects:
+                        q = sampler.probs_from_logits(last_logits[i].unsqueeze(0), [1.0])[0]
+                    q_rows[i].append(sampler.filter_probs(q, plan.top_k, plan.top_p))
             for i in range(len(rows)):
                 proposals[i].append(chosen[i])
             chunks = [

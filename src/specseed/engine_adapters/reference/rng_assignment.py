@@ -11,6 +11,7 @@ bookkeeping, never a flag a check looks for:
 - ``draft-shared-offset``: every draft step reuses draft step 0's offset.
 - ``draw-overlap``: slots of a window are one draw apart whatever the contract says.
 - ``row-subsequence``: the subsequence is left at the kernel's default, the row.
+- ``accept-reuses-draft-draw``: draft step i draws where the next accept kernel's draw i is.
 - ``overlap-window-reuse``: lives in the scheduler (which iteration count is read).
 - ``row0-seed``: lives in the sampler call (flashinfer 0.6.4 mode).
 - ``warmup-overflow``: lives in the buffer sizing (``RngBuffers``).
@@ -101,6 +102,12 @@ class RngAssigner:
                 if row.kind == "draft" and "draft-shared-offset" in self.defects:
                     index = 0
                 offset = self._layout.offset(row.decoding_iter, row.kind, index, self.max_draft_len)
+                if row.kind == "draft" and "accept-reuses-draft-draw" in self.defects:
+                    # Draw i of the next iteration's accept kernel is draft step i's draw.
+                    offset = (
+                        self._layout.offset(row.decoding_iter + 1, "accept", 0, self.max_draft_len)
+                        + index
+                    )
             row_default = self.contract.row_subsequence or "row-subsequence" in self.defects
             states.append(AssignedState(seed & UINT64_MASK, offset, None if row_default else 0))
         if rows:
