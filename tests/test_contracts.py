@@ -149,7 +149,7 @@ def test_trtllm_slot_span_seeded_offsets_match_the_hand_derived_table(row: tuple
 
 @pytest.mark.parametrize("row", UNSEEDED, ids=lambda r: f"{r[0]}-K{r[1]}-{r[2]}{r[3]}-k{r[4]}")
 def test_unseeded_shared_counter_windows_have_the_hand_derived_form(row: tuple) -> None:  # type: ignore[type-arg]
-    name, k, kind, index, window, offset = row
+    name, k, kind, index, _window, offset = row
     contract = get_contract(name)
     # The iteration does not matter for an unseeded request: its window is the counter's.
     for decoding_iter in (0, 3):

@@ -39,7 +39,9 @@ def _traces(engine: ReferenceEngine, contract: str) -> dict[str, RunTrace]:
 
 
 @pytest.mark.parametrize("contract", ["trtllm-pr19601", "trtllm-slot-span"])
-def test_reference_engine_follows_the_shared_counter(engine: ReferenceEngine, contract: str) -> None:
+def test_reference_engine_follows_the_shared_counter(
+    engine: ReferenceEngine, contract: str
+) -> None:
     traces = _traces(engine, contract)
     layout = get_contract(contract)
     window = layout.window_size(3)
@@ -69,7 +71,11 @@ def test_a_window_handed_out_twice_fails_rng_contract(engine: ReferenceEngine) -
     name, trace = next(iter(traces.items()))
     # Give u2's rows the offsets u1 had at the same iteration: every offset still has the
     # form BASE + k * window + slot, but two requests now share windows.
-    u1 = {(r.decoding_iter, e.kind, e.index): e.offset for _, r in trace.rows_of("u1") for e in r.events}
+    u1 = {
+        (r.decoding_iter, e.kind, e.index): e.offset
+        for _, r in trace.rows_of("u1")
+        for e in r.events
+    }
     steps = []
     for step in trace.steps:
         rows = tuple(
