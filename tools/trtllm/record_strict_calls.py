@@ -15,9 +15,11 @@ out (written out here by hand, independently of specseed's contracts.py):
 
 The calls go through the real ``specseed.taps.flashinfer_tap.FlashinferTap`` wrapped around
 a stand-in ``flashinfer.sampling`` made of specseed's CPU twins of flashinfer's kernels, with
-flashinfer 0.7.4's per-row seeds or 0.6.4's element-0 reading. Run from the repository root:
+flashinfer 0.7.4's per-row seeds or 0.6.4's element-0 reading, or (``--real``, on a GPU)
+around the installed ``flashinfer.sampling`` itself. Run from the repository root:
 
-    PYTHONPATH=src python tools/trtllm/record_strict_calls.py
+    PYTHONPATH=src python tools/trtllm/record_strict_calls.py            # CPU twins
+    PYTHONPATH=src python tools/trtllm/record_strict_calls.py --real OUT # real kernels
 """
 
 from __future__ import annotations
@@ -82,8 +84,11 @@ def offsets_for(layout: str, n: int, rows: int) -> list[int]:
     return [n * (K + 1)] * rows
 
 
-def record(layout: str, version: str) -> dict[str, object]:
-    module = standin(version)
+def record(
+    layout: str, version: str, module: ModuleType | None = None, device: str = "cpu"
+) -> dict[str, object]:
+    kernels = "CPU twins of flashinfer" if module is None else "real flashinfer kernels, on CUDA"
+    module = module if module is not None else standin(version)
     generator = torch.Generator().manual_seed(0)
     iterations = {rid: 0 for rid, *_ in REQUESTS}
     tap = FlashinferTap(module=module, version=version).install()
@@ -103,9 +108,9 @@ def record(layout: str, version: str) -> dict[str, object]:
                 break
             logits = torch.randn(len(seeds), VOCAB, generator=generator)
             module.sampling_from_probs(  # type: ignore[attr-defined]
-                torch.softmax(logits, dim=-1),
-                seed=torch.tensor(seeds, dtype=torch.int64),
-                offset=torch.tensor(offsets, dtype=torch.int64),
+                torch.softmax(logits, dim=-1).to(device),
+                seed=torch.tensor(seeds, dtype=torch.int64, device=device),
+                offset=torch.tensor(offsets, dtype=torch.int64, device=device),
             )
     finally:
         tap.uninstall()
@@ -113,7 +118,7 @@ def record(layout: str, version: str) -> dict[str, object]:
         "description": (
             "flashinfer tap recording of the calls TensorRT-LLM's strict one-model path makes "
             f"({layout} layout, K = {K}), issued by tools/trtllm/record_strict_calls.py over "
-            f"CPU twins of flashinfer {version}; not recorded from TensorRT-LLM"
+            f"{kernels} {version}; not recorded from TensorRT-LLM"
         ),
         "layout": layout,
         "flashinfer": version,
@@ -124,10 +129,28 @@ def record(layout: str, version: str) -> dict[str, object]:
 
 
 def main() -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
-    for layout, version in (("slot-span", "0.7.4"), ("slot-span", "0.6.4"), ("pr17599", "0.7.4")):
-        path = OUT / f"trtllm-strict-{layout}-fi{version.replace('.', '')}.json"
-        path.write_text(json.dumps(record(layout, version), indent=1) + "\n", encoding="utf-8")
+    if len(sys.argv) == 3 and sys.argv[1] == "--real":
+        import flashinfer  # the installed release, on a CUDA machine
+        import flashinfer.sampling as fs
+
+        out, version = Path(sys.argv[2]), str(flashinfer.__version__)
+        runs = [(layout, version, fs, "-real") for layout in ("slot-span", "pr17599")]
+    else:
+        out = OUT
+        runs = [
+            (layout, version, None, "")
+            for layout, version in (
+                ("slot-span", "0.7.4"),
+                ("slot-span", "0.6.4"),
+                ("pr17599", "0.7.4"),
+            )
+        ]
+    out.mkdir(parents=True, exist_ok=True)
+    for layout, version, module, suffix in runs:
+        device = "cpu" if module is None else "cuda"
+        data = record(layout, version, module, device)
+        path = out / f"trtllm-strict-{layout}-fi{version.replace('.', '')}{suffix}.json"
+        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
         print(path)
 
 
