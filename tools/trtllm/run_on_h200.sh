@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# NOT RUN YET: the device tool sends the session's own checkout, not a helper's worktree.
 # Record flashinfer tap data on a GPU machine without network: the calls TensorRT-LLM's strict
 # one-model path makes, on the real flashinfer 0.7.4 and 0.6.4 kernels
 # (tools/trtllm/record_strict_calls.py --real). Needs .device/ as

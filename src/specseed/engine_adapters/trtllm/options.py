@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class TrtllmOptions(BaseModel):
-    """TensorRT-LLM options specseed passes to ``tensorrt_llm.LLM`` (PyTorch backend)."""
+    """TensorRT-LLM options specseed passes to tensorrt_llm.LLM (PyTorch backend)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
