@@ -11,6 +11,7 @@ import pytest
 from specseed.contracts import TRTLLM_UNSEEDED_OFFSET_BASE, get_contract
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
 from specseed.engine_adapters.reference.engine import ReferenceEngine
+from specseed.engine_adapters.reference.options import ReferenceOptions
 from specseed.runner import evaluate
 from specseed.scenarios.loader import load_library_scenario
 from specseed.trace import RunTrace, TraceRecorder
@@ -99,4 +100,28 @@ def test_a_window_handed_out_twice_fails_rng_contract(engine: ReferenceEngine) -
     assert failing and failing[0].runs == (name,)
     assert {"u1", "u2"} <= set(failing[0].requests)
     assert any("handed out more than once" in line for line in failing[0].details)
+    assert failing[0].suspects[0].defect == "unseeded-shared-stream"
     assert all(o >= BASE for f in failing for o in (r.offset for r in f.offsets))
+
+
+def test_unseeded_requests_off_the_shared_counter_are_named(engine: ReferenceEngine) -> None:
+    # The defect TensorRT-LLM issue 19487 describes: unseeded requests count their own
+    # windows instead of drawing from the shared counter, so they start at offset 0 (below
+    # the slot-span base) and share streams.
+    scenario = load_library_scenario("unseeded").scenario
+    settings = replace(
+        EngineSettings(options=ReferenceOptions(defects=["unseeded-shared-stream"])),
+        contract="trtllm-slot-span",
+    )
+    traces = {}
+    for run in scenario.runs:
+        requests = tuple(
+            RequestPlan(name, (120, 121, 122), None, 1.3, 0, 1.0, 6) for name in run.requests
+        )
+        traces[run.name] = engine.run(
+            RunPlan(scenario.name, run.name, settings, requests), TraceRecorder()
+        )
+    findings = evaluate(scenario, traces, "trtllm-slot-span")
+    rng = [f for f in findings if f.check == "rng-contract" and f.status == "fail"]
+    assert rng and rng[0].suspects[0].defect == "unseeded-shared-stream"
+    assert "no window of the counter" in rng[0].suspects[0].why

@@ -169,7 +169,22 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
                         f"kernel row; {contract.name} expects {expected_subsequence}",
                     )
                 )
-            if "offset" in mismatch:
+            if "offset" in mismatch and expected.shared_window_base is not None:
+                clash = (row.request_id, row.decoding_iter) in clashes
+                suspects.append(
+                    Suspect(
+                        "unseeded-shared-stream",
+                        f"unseeded request {row.request_id} {label} drew at offset "
+                        f"{event.offset}, "
+                        + (
+                            "a window of the shared counter another request also drew"
+                            if clash
+                            else "which is no window of the counter shared by unseeded "
+                            f"requests (from {expected.shared_window_base})"
+                        ),
+                    )
+                )
+            elif "offset" in mismatch:
                 suspects.extend(offset_suspects(event, row.decoding_iter, contract, max_draft_len))
     unrecorded = sampled_without_events(trace)
     if unrecorded:
