@@ -9,7 +9,11 @@ SamplingParams.seed, or DEFAULT_SAMPLING_SEED = 42 when unset (uint64 bits kept)
 K + 1 offsets per decoding iteration, base = n * (K + 1); the target sampler and the rejection
 kernel read base + 0 (all K + 1 target rows of a request share it, one entry per logits row
 copied from the request's entry); draft step i reads base + 1 + i; subsequence = the row in
-the kernel call (flashinfer's blockIdx.x).
+the kernel call (flashinfer's blockIdx.x). Upstream's test of that era
+(test_rng_window_counter.py at commit d5e2f8f8a3) pins offsets [0, 0], [W, W], [2W, 2W] with
+W = K + 1 = 4 for two requests over three passes, the rows below for n = 0, 1, 2; it keys the
+counter by sequence slot and never resets it, which this contract does not model (README,
+"Auditing TensorRT-LLM").
 
 trtllm-pr19601 (TensorRT-LLM PRs #19505, commit ca3c570f22, and #19601, commit b88149e535;
 upstream test tests/unittest/_torch/speculative/hw_agnostic/test_rng_window_counter.py as of
@@ -19,8 +23,8 @@ test_seeded_slot_reuse_resets_the_stream, [0, W] then [0, W] again); unseeded re
 windows k * (K + 1) from ONE counter in batch order (test_unseeded_requests_in_one_batch_get_
 distinct_windows: [0, W, 2W] then [3W, 4W, 5W]); seed 42.
 
-trtllm-slot-span (the same upstream test at its slot-span version, stored in the search index;
-it imports _RNG_SLOT_SPAN and UNSEEDED_OFFSET_BASE): WINDOW = ((K + 1) + K + 1) * SPAN; target
+trtllm-slot-span (the same upstream test at its slot-span version, stored in the search index
+without its commit; it imports _RNG_SLOT_SPAN and UNSEEDED_OFFSET_BASE): WINDOW = ((K + 1) + K + 1) * SPAN; target
 row j in slot j; a block drafter's K rows start at slot K + 1 (test_block_rows_take_
 consecutive_slots: base + (4 + row) * SPAN for K = 3), so draft step i is slot K + 1 + i and the
 accept kernel the last slot, 2K + 1; seeded windows n * WINDOW per request; unseeded windows
