@@ -46,7 +46,7 @@ def follows_contract(
     return (
         (expected.seed is None or event.seed == expected.seed)
         and event.subsequence == subsequence
-        and event.offset == expected.offset
+        and expected.matches_offset(event.offset)
     )
 
 

@@ -120,6 +120,9 @@ class _Row:
     rng_iter: int
     """The iteration count the engine read when it filled the RNG buffers."""
     prefill: bool
+    rng_window: int | None = None
+    """The window taken from the counter shared by unseeded requests, where the contract has
+    one (``RngAssigner.take_window``)."""
 
 
 @dataclass
@@ -336,7 +339,10 @@ class _EngineRun:
         if "overlap-window-reuse" in self.defects:
             # The buggy engine reads the counter that moves when results are applied.
             rng_iter = request.applied_iters
-        return _Row(request, row, decoding_iter, rng_iter, prefill=decoding_iter == 0)
+        window = self.rng.take_window(request.request_seed)
+        return _Row(
+            request, row, decoding_iter, rng_iter, prefill=decoding_iter == 0, rng_window=window
+        )
 
     def _apply(self, rows: Sequence[_Row]) -> None:
         for row in rows:
@@ -507,6 +513,7 @@ class _EngineRun:
                 decoding_iter=row.rng_iter,
                 kind=kind,
                 index=index,
+                shared_window=row.rng_window,
             )
             for row, kind, index in rows
         ]
