@@ -175,6 +175,24 @@ def first_state_difference(
     return None
 
 
+def _within_observed(attribution: Attribution, left: RunTrace, right: RunTrace) -> Attribution:
+    """The attribution narrowed to what both engines exposed: equal evidence that was never
+    recorded proves nothing (no "sampler" verdict without logits and RNG state)."""
+    rng = all(t.header.observability.exposes("rng-state") for t in (left, right))
+    logits = all(t.header.observability.exposes("logits") for t in (left, right))
+    if rng and logits:
+        return attribution
+    rng_differs = attribution in ("rng-state", "rng-state-and-logits")
+    logits_differ = attribution in ("logits", "rng-state-and-logits")
+    if rng and rng_differs:
+        return "rng-state"
+    if logits and logits_differ:
+        return "logits"
+    if rng:
+        return "logits-unobserved"
+    return "unobserved"
+
+
 def stream_diff(
     left: RunTrace,
     right: RunTrace,
@@ -198,6 +216,7 @@ def stream_diff(
         # The token's own events agree, but an earlier draw did not (it changed drafts or
         # acceptance before it changed a token).
         attribution = "rng-state-and-logits" if attribution == "logits" else "rng-state"
+    attribution = _within_observed(attribution, left, right)
     return TokenDiff(
         request=request,
         position=position,
