@@ -94,7 +94,14 @@ def create_app(
                 error_body("the engine thread is not running", "server_error", 503),
                 status_code=503,
             )
-        return JSONResponse({"status": "ok", "engine_steps": live.steps})
+        return JSONResponse(
+            {
+                "status": "ok",
+                "engine_steps": live.steps,
+                "largest_batch": live.largest_batch,
+                "engine_failures": live.failures,
+            }
+        )
 
     @app.get("/v1/models", dependencies=[Depends(authorize)])
     async def models() -> ModelList:

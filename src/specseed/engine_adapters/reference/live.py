@@ -112,7 +112,13 @@ class LiveEngine:
 
     @property
     def steps(self) -> int:
+        """Engine steps since the last (re)start of the engine state."""
         return self.recorder.steps
+
+    @property
+    def largest_batch(self) -> int:
+        """Most rows one step has run since the last (re)start: evidence of real batching."""
+        return self.recorder.largest_batch
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="specseed-engine", daemon=True)
