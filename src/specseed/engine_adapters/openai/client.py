@@ -170,8 +170,11 @@ def _retry_after(response: httpx.Response) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
-    when = email.utils.parsedate_to_datetime(value) if value else None
-    return None if when is None else max(0.0, when.timestamp() - time.time())
+    try:  # the other form Retry-After may take: an HTTP date
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
 
 
 def parse_completion(payload: object, max_tokens: int) -> tuple[_Choice, str | None]:
