@@ -14,6 +14,7 @@ from specseed.errors import EngineError, EngineUnavailable
 ADAPTERS: dict[str, str] = {
     "reference": "specseed.engine_adapters.reference.engine:ReferenceEngine",
     "trtllm": "specseed.engine_adapters.trtllm:TrtllmEngine",
+    "openai": "specseed.engine_adapters.openai.adapter:OpenAIEngine",
 }
 ENGINE_NAMES: tuple[str, ...] = tuple(ADAPTERS)
 

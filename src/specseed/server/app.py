@@ -140,7 +140,11 @@ def create_app(
         )
         loop = asyncio.get_running_loop()
         future: asyncio.Future[LiveResult] = loop.create_future()
-        live.submit(plan, lambda result: loop.call_soon_threadsafe(_settle, future, result))
+
+        def deliver(result: LiveResult) -> None:  # runs on the engine thread
+            loop.call_soon_threadsafe(_settle, future, result)
+
+        live.submit(plan, deliver)
         result = await future
         if result.error is not None:
             raise HTTPException(

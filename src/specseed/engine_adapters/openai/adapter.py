@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 from specseed import __version__
-from specseed.engine_adapters.base import EngineSettings, RunPlan
+from specseed.engine_adapters.base import EngineAdapter, EngineSettings, RunPlan
 from specseed.engine_adapters.openai.client import (
     ClientLimits,
     CompletionClient,
@@ -33,6 +33,7 @@ from specseed.engine_adapters.openai.client import (
 from specseed.engine_adapters.openai.options import SERVER_SETTINGS, OpenAIOptions
 from specseed.engine_adapters.openai.traffic import Replay, RunFailure, TrafficShape, replay_plan
 from specseed.errors import EngineError, InputError
+from specseed.trace import EngineFailure, RequestInfo, RunEnd, RunHeader, RunTrace, TraceRecorder
 
 
 @dataclass(frozen=True)
@@ -159,25 +160,29 @@ class HttpAuditor:
         self._resolved[endpoint] = resolved
         return resolved
 
-    def replay(self, plan: RunPlan, endpoint: Endpoint) -> tuple[Replay, ResolvedEndpoint | None]:
-        """Serve a plan on ``endpoint``; a failure is in the replay, never raised."""
-        return asyncio.run(self._replay(plan, endpoint))
+    def prepare(self, endpoint: Endpoint) -> ResolvedEndpoint | RunFailure:
+        """The endpoint's model and dialect (cached), or why the server cannot be used."""
+        return asyncio.run(self._prepare(endpoint))
 
-    async def _replay(
-        self, plan: RunPlan, endpoint: Endpoint
-    ) -> tuple[Replay, ResolvedEndpoint | None]:
+    async def _prepare(self, endpoint: Endpoint) -> ResolvedEndpoint | RunFailure:
         async with self.client(endpoint) as client:
             try:
                 if self._gone is not None:
                     # One quick look, no retries: a dead server fails each run at once.
                     await client.get_json("/v1/models", retries=0)
                     self._gone = None
-                resolved = await self._resolve(client, endpoint)
+                return await self._resolve(client, endpoint)
             except HttpEngineError as exc:
                 if isinstance(exc, ServerUnavailable):
                     self._gone = exc.message
-                failure = RunFailure("scenario", 0, type(exc).__name__, exc.message)
-                return Replay(failure=failure), None
+                return RunFailure("scenario", 0, type(exc).__name__, exc.message)
+
+    def replay(self, plan: RunPlan, resolved: ResolvedEndpoint) -> Replay:
+        """Serve a plan on a prepared endpoint; a failure is in the replay, never raised."""
+        return asyncio.run(self._replay(plan, resolved))
+
+    async def _replay(self, plan: RunPlan, resolved: ResolvedEndpoint) -> Replay:
+        async with self.client(resolved.endpoint) as client:
             replay = await replay_plan(
                 client,
                 plan,
@@ -186,9 +191,9 @@ class HttpAuditor:
                 shape=self.shape,
                 extra=self.extra,
             )
-            if replay.failure is not None and replay.failure.exception == "ServerUnavailable":
-                self._gone = replay.failure.message
-            return replay, resolved
+        if replay.failure is not None and replay.failure.exception == "ServerUnavailable":
+            self._gone = replay.failure.message
+        return replay
 
     def describe(self, resolved: ResolvedEndpoint | None, endpoint: Endpoint) -> dict[str, object]:
         """What a trace records about the endpoint of a run (never the API key)."""
@@ -221,10 +226,75 @@ class HttpAuditor:
         }
 
 
-def attempts_of(replay: Replay) -> int:
-    """HTTP attempts beyond one per request (retries), for the run's record."""
-    return sum(c.attempts - 1 for c in replay.completions.values())
+class OpenAIEngine(EngineAdapter):
+    """Any OpenAI-compatible server (trtllm-serve, vllm serve, SGLang, a gateway, ``specseed
+    serve``), audited from its token ids."""
+
+    name = "openai"
+
+    def __init__(self, settings: EngineSettings, options: OpenAIOptions | None = None) -> None:
+        if options is None:
+            raise InputError(
+                "engine openai needs engine.options with at least base_url",
+                hint="engine: {name: openai, options: {base_url: http://127.0.0.1:8000}}",
+            )
+        self.auditor = HttpAuditor(settings, options)
+        self.auditor.connect()
+
+    def environment(self) -> dict[str, str]:
+        return self.auditor.environment()
+
+    def run(self, plan: RunPlan, recorder: TraceRecorder) -> RunTrace:
+        started = time.perf_counter()
+        auditor = self.auditor
+        endpoint = endpoint_for(auditor.settings, plan.settings, auditor.options)
+        if isinstance(endpoint, str):
+            recorder.header(self._header(plan, {"endpoint": None, "not_served": endpoint}))
+            not_served = EngineFailure(-1, "scenario", 0, "NotServed", endpoint)
+            return recorder.end(RunEnd({}, not_served, time.perf_counter() - started))
+        prepared = auditor.prepare(endpoint)
+        resolved = prepared if isinstance(prepared, ResolvedEndpoint) else None
+        recorder.header(self._header(plan, auditor.describe(resolved, endpoint)))
+        if isinstance(prepared, RunFailure):
+            return recorder.end(
+                RunEnd({}, _engine_failure(prepared), time.perf_counter() - started)
+            )
+        replay = auditor.replay(plan, prepared)
+        failure = None if replay.failure is None else _engine_failure(replay.failure)
+        return recorder.end(RunEnd(replay.outputs, failure, time.perf_counter() - started))
+
+    def _header(self, plan: RunPlan, http: dict[str, object]) -> RunHeader:
+        requests = [*plan.prior_traffic, *plan.requests]
+        return RunHeader(
+            scenario=plan.scenario,
+            run=plan.run,
+            engine=self.name,
+            engine_config={**plan.settings.as_dict(), "http": http},
+            contract=plan.settings.rng_profile,
+            requests=tuple(
+                RequestInfo(
+                    request_id=r.request_id,
+                    phase=r.phase,
+                    # Text prompts are tokenized by the server; the API does not say how.
+                    prompt_ids=r.prompt if isinstance(r.prompt, tuple) else (),
+                    seed=None if r.seed is None else r.seed & ((1 << 64) - 1),
+                    temperature=r.temperature,
+                    top_k=r.top_k,
+                    top_p=r.top_p,
+                    max_tokens=r.max_tokens,
+                    arrival_step=r.arrival_step,
+                )
+                for r in requests
+            ),
+            environment=self.environment(),
+        )
 
 
-def elapsed(started: float) -> float:
-    return time.perf_counter() - started
+def _engine_failure(failure: RunFailure) -> EngineFailure:
+    return EngineFailure(
+        step=-1,
+        phase=failure.phase,
+        batch_size=failure.batch_size,
+        exception=failure.exception,
+        message=failure.message,
+    )

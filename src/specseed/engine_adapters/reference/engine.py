@@ -226,11 +226,11 @@ class ContinuousBatcher:
                 request.release()
         self.free_slots.sort()
         while self.free_slots:
-            request = arrival()
-            if request is None:
+            arrived = arrival()
+            if arrived is None:
                 break
-            run._admit(request, self.free_slots.pop(0))
-            self.active.append(request)
+            run._admit(arrived, self.free_slots.pop(0))
+            self.active.append(arrived)
         rows = [run._prepare(request, i) for i, request in enumerate(self.active)]
         if self.pending is not None:
             # Overlap: the previous step's results land only after this step is prepared.
