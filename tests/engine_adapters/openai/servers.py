@@ -119,3 +119,80 @@ def asgi_server(app: object) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+def seed_dropping_proxy(upstream: str) -> object:
+    """A gateway that forwards everything to ``upstream`` but drops ``seed`` from completions."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def forward(request: Request) -> Response:
+        body = await request.body()
+        if request.url.path == "/v1/completions":
+            import json
+
+            payload = json.loads(body)
+            payload.pop("seed", None)
+            body = json.dumps(payload).encode()
+        async with httpx.AsyncClient(base_url=upstream, timeout=60) as client:
+            answer = await client.request(
+                request.method,
+                request.url.path,
+                content=body,
+                headers={"content-type": "application/json"},
+            )
+        return Response(answer.content, answer.status_code, media_type="application/json")
+
+    return Starlette(
+        routes=[
+            Route("/{path:path}", forward, methods=["GET", "POST"]),
+        ]
+    )
+
+
+def malformed_server(kind: str) -> object:
+    """A server that speaks the OpenAI API badly, in one of several ways."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, PlainTextResponse, Response
+    from starlette.routing import Route
+
+    async def models(request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": "bad"}]})
+
+    async def openapi(request: Request) -> Response:
+        schema = {
+            "paths": {
+                "/v1/completions": {
+                    "post": {
+                        "requestBody": {
+                            "content": {
+                                "application/json": {
+                                    "schema": {"properties": {"return_token_ids": {}}}
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        return JSONResponse(schema)
+
+    async def completions(request: Request) -> Response:
+        if kind == "no-token-ids":
+            return JSONResponse({"choices": [{"index": 0, "text": "hello"}]})
+        if kind == "not-json":
+            return PlainTextResponse("<html>502 from the gateway</html>")
+        if kind == "always-500":
+            return JSONResponse({"error": {"message": "engine crashed"}}, status_code=500)
+        raise AssertionError(kind)
+
+    routes = [
+        Route("/v1/models", models),
+        Route("/v1/completions", completions, methods=["POST"]),
+    ]
+    if kind != "no-token-ids":  # that one has no schema: the client must probe
+        routes.append(Route("/openapi.json", openapi))
+    return Starlette(routes=routes)

@@ -34,10 +34,14 @@ REQUEST = SamplingRequest((1, 2, 3), 7, 1.0, 0, 1.0, 4)
 
 
 def _good(token_ids: list[int]) -> dict:
-    return {"choices": [{"index": 0, "text": "", "token_ids": token_ids, "finish_reason": "length"}]}
+    return {
+        "choices": [{"index": 0, "text": "", "token_ids": token_ids, "finish_reason": "length"}]
+    }
 
 
-def _client(handler: Callable[[Request], Response], limits: ClientLimits = FAST) -> CompletionClient:
+def _client(
+    handler: Callable[[Request], Response], limits: ClientLimits = FAST
+) -> CompletionClient:
     async def endpoint(request: Request) -> Response:
         return handler(request)
 
@@ -82,9 +86,7 @@ def _schema(fields: list[str]) -> dict:
                 }
             }
         },
-        "components": {
-            "schemas": {"CompletionRequest": {"properties": {f: {} for f in fields}}}
-        },
+        "components": {"schemas": {"CompletionRequest": {"properties": {f: {} for f in fields}}}},
     }
 
 
@@ -177,7 +179,7 @@ def test_4xx_is_not_retried() -> None:
         async with _client(refuse) as client:
             await client.complete(REQUEST, model="m", dialect="return_token_ids")
 
-    with pytest.raises(RequestRejected, match="HTTP 400.*seed must be an int64"):
+    with pytest.raises(RequestRejected, match=r"HTTP 400.*seed must be an int64"):
         _run(go())
     assert len(calls) == 1
 

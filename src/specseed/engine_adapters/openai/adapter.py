@@ -239,7 +239,8 @@ class OpenAIEngine(EngineAdapter):
                 hint="engine: {name: openai, options: {base_url: http://127.0.0.1:8000}}",
             )
         self.auditor = HttpAuditor(settings, options)
-        self.auditor.connect()
+        self.main = self.auditor.connect()
+        """The main endpoint, reached once at start (model id, token-id dialect)."""
 
     def environment(self) -> dict[str, str]:
         return self.auditor.environment()
