@@ -192,7 +192,28 @@ TRTLLM_PR17599 = RngContract(
     ),
 )
 
+ENTRY_POINT_GROUP = "specseed.contracts"
+
+
+def _plugin_contracts() -> list[RngContract]:
+    """Contracts other packages register (entry points whose object is an ``RngContract``).
+    A broken plugin is left out rather than breaking every command."""
+    from importlib.metadata import entry_points
+
+    found = []
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            contract = point.load()
+        except Exception:  # a broken plugin is left out, not fatal
+            continue
+        if isinstance(contract, RngContract) and contract.name == point.name:
+            found.append(contract)
+    return found
+
+
 CONTRACTS: dict[str, RngContract] = {c.name: c for c in (IDEAL, TRTLLM_PR17599)}
+for _contract in _plugin_contracts():
+    CONTRACTS.setdefault(_contract.name, _contract)
 CONTRACT_NAMES: tuple[str, ...] = tuple(CONTRACTS)
 
 

@@ -175,6 +175,11 @@ def first_state_difference(
     return None
 
 
+def _tokens_only(trace: RunTrace) -> bool:
+    seen = trace.header.observability
+    return seen.rng_state is None and not seen.logits
+
+
 def stream_diff(
     left: RunTrace,
     right: RunTrace,
@@ -188,6 +193,17 @@ def stream_diff(
     position = first_divergence(left_tokens, right_tokens)
     if position is None:
         return None
+    if _tokens_only(left) and _tokens_only(right):
+        # Nothing but tokens to compare: say so rather than "same state, same logits".
+        return TokenDiff(
+            request=request,
+            position=position,
+            window_start=max(0, position - DIFF_CONTEXT),
+            left=_side(left.name, left_tokens, [], position),
+            right=_side(right.name, right_tokens, [], position),
+            attribution="tokens-only",
+            right_request=right_request,
+        )
     left_side = _side(left.name, left_tokens, emission_map(left, request), position)
     right_side = _side(right.name, right_tokens, emission_map(right, other), position)
     first = first_state_difference(
@@ -207,4 +223,36 @@ def stream_diff(
         attribution=attribution,
         right_request=right_request,
         first_state_difference=first,
+    )
+
+
+def sampled_without_events(trace: RunTrace) -> list[str]:
+    """Sampled scenario requests that emitted tokens yet have no recorded sampling event.
+
+    An engine that claims to expose RNG state must record an event for every sampled token;
+    where it did not, RNG checks have nothing to judge and must not pass.
+    """
+    recorded = {
+        row.request_id
+        for step in trace.steps
+        for row in step.rows
+        if row.phase == "scenario" and row.events
+    }
+    return [
+        info.request_id
+        for info in trace.header.requests
+        if info.phase == "scenario"
+        and info.temperature > 0
+        and trace.end.outputs.get(info.request_id)
+        and info.request_id not in recorded
+    ]
+
+
+def unrecorded_reason(trace: RunTrace, requests: list[str]) -> str:
+    shown = ", ".join(requests[:5]) + (
+        f" and {len(requests) - 5} more" if len(requests) > 5 else ""
+    )
+    return (
+        f"{trace.name}: no sampling event was recorded for sampled request"
+        f"{'s' if len(requests) > 1 else ''} {shown}"
     )

@@ -16,12 +16,13 @@ STATUSES: tuple[Status, ...] = ("pass", "fail", "known-limitation", "error", "sk
 FAILING: frozenset[str] = frozenset({"fail", "error"})
 """Statuses that make the audit exit 1."""
 
-Attribution = Literal["rng-state", "logits", "rng-state-and-logits", "sampler"]
+Attribution = Literal["rng-state", "logits", "rng-state-and-logits", "sampler", "tokens-only"]
 ATTRIBUTION_TEXT: dict[str, str] = {
     "rng-state": "RNG state differs",
     "logits": "logits differ (numerics)",
     "rng-state-and-logits": "RNG state and logits differ",
     "sampler": "same RNG state and logits, yet different token (sampler defect)",
+    "tokens-only": "tokens differ; the engine exposes neither RNG state nor logits",
 }
 
 
@@ -117,10 +118,12 @@ class OffsetRow:
 
 @dataclass(frozen=True)
 class Finding:
-    """What one check concluded about one scenario (one run, or runs compared)."""
+    """What one check concluded about one scenario (one run, or runs compared).
 
-    check: str
-    scenario: str
+    Checks leave ``check`` and ``scenario`` empty: the runner stamps them from the registry
+    and the scenario, so no check repeats its own id.
+    """
+
     status: Status
     message: str
     """One line a user reads first."""
@@ -134,3 +137,7 @@ class Finding:
     """For known-limitation: the contract's stated reason."""
     details: tuple[str, ...] = field(default=())
     """Further evidence lines (exception text, overlapping ranges...)."""
+    check: str = ""
+    """The check's id (stamped from the registry)."""
+    scenario: str = ""
+    """The scenario's name (stamped by the runner)."""

@@ -12,13 +12,6 @@ from __future__ import annotations
 from specseed.checks.findings import Suspect, TokenDiff
 from specseed.trace import RequestInfo, RunTrace
 
-UNOBSERVED_TEXT = "tokens differ; the engine exposes neither RNG state nor logits"
-
-
-def state_unobserved(*traces: RunTrace) -> bool:
-    """True when no trace shows RNG state or logits, so a diff can only compare tokens."""
-    return all(not (t.header.observability.rng_state or t.header.observability.logits) for t in traces)
-
 
 def _neighbours(trace: RunTrace, compared: set[str]) -> list[RequestInfo]:
     return [

@@ -14,7 +14,7 @@ import typer
 from specseed import __version__
 from specseed.cli import rng, scenarios
 from specseed.cli.audit import AUDIT_HELP, audit
-from specseed.cli.misc import checks, init, schema
+from specseed.cli.misc import checks, engines, init, schema
 from specseed.cli.serve import SERVE_HELP, serve
 
 app = typer.Typer(
@@ -54,6 +54,7 @@ app.command("serve", help=SERVE_HELP)(serve)
 app.add_typer(scenarios.app, name="scenarios")
 app.command("schema")(schema)
 app.command("checks")(checks)
+app.command("engines")(engines)
 app.add_typer(rng.app, name="rng", help="Inspect curand Philox streams (seed, subsequence, offset)")
 
 

@@ -128,7 +128,11 @@ def audit(
     ] = False,
 ) -> None:
     """Replay scenarios on an engine and check reproducibility invariants."""
-    from specseed.reporting.console import AuditProgress, render_report
+    from specseed.reporting.base import Reporter
+    from specseed.reporting.console import ConsoleReporter
+    from specseed.reporting.json_report import JsonReporter
+    from specseed.reporting.junit import JunitReporter
+    from specseed.results import AuditEvent
     from specseed.runner import plan_audit, run_audit
     from specseed.scenarios.loader import load_audit_config
     from specseed.scenarios.schema import AuditConfig
@@ -158,26 +162,22 @@ def audit(
         if matrix:
             _matrix(config, base_dir, scenario, out, err, show_progress=not no_progress)
         command = "specseed " + shlex.join(sys.argv[1:]) if sys.argv else "specseed audit"
-        if no_progress or not err.is_terminal:
-            result = run_audit(config, planned, base_dir, trace_dir=trace_dir, command=command)
-        else:
-            with AuditProgress(err) as progress:
-                result = run_audit(
-                    config,
-                    planned,
-                    base_dir,
-                    trace_dir=trace_dir,
-                    on_event=progress,
-                    command=command,
-                )
-        exit_code = EXIT_VIOLATION if result.verdict == "fail" else EXIT_OK
-        render_report(result, out, exit_code)
+        console = ConsoleReporter(out, err, progress=not no_progress and err.is_terminal)
+        reporters: list[Reporter] = [console]
         if json_path is not None:
-            from specseed.reporting.json_report import render_json
-
-            _write(json_path, render_json(result, exit_code), "JSON report")
+            reporters.append(JsonReporter(lambda text: _write(json_path, text, "JSON report")))
         if junit_path is not None:
-            from specseed.reporting.junit import render_junit
+            reporters.append(JunitReporter(lambda text: _write(junit_path, text, "JUnit report")))
 
-            _write(junit_path, render_junit(result), "JUnit report")
+        def on_event(event: AuditEvent) -> None:
+            for reporter in reporters:
+                reporter.on_event(event)
+
+        with console:
+            result = run_audit(
+                config, planned, base_dir, trace_dir=trace_dir, on_event=on_event, command=command
+            )
+        exit_code = EXIT_VIOLATION if result.verdict == "fail" else EXIT_OK
+        for reporter in reporters:
+            reporter.finish(result, exit_code)
     raise typer.Exit(exit_code)

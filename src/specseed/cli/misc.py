@@ -18,21 +18,31 @@ out = Console()
 
 def init(
     path: Annotated[Path, typer.Argument(help="Where to write it.")] = Path("model.yaml"),
+    engine: Annotated[
+        str,
+        typer.Option("--engine", help="Write the options of this engine (see specseed engines)."),
+    ] = "reference",
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Write the default audit configuration as a commented model.yaml.
 
-    [bold]Example[/]
+    [bold]Examples[/]
 
       specseed init && specseed audit model.yaml
+      specseed init vllm.yaml --engine vllm
     """
+    from specseed.engine_adapters.registry import engine_names
     from specseed.scenarios.template import model_yaml_template
 
     with error_boundary():
+        if engine not in engine_names():
+            raise InputError(
+                f"--engine {engine}: no such engine", hint=f"known: {', '.join(engine_names())}"
+            )
         if path.exists() and not force:
             raise InputError(f"{path} exists", hint="pass --force to overwrite it")
         try:
-            path.write_text(model_yaml_template(), encoding="utf-8")
+            path.write_text(model_yaml_template(engine), encoding="utf-8")
         except OSError as exc:
             raise InputError(f"cannot write {path}: {exc.strerror}") from None
     out.print(f"wrote {path}; run: specseed audit {path}")
@@ -66,6 +76,49 @@ def checks() -> None:
     table.add_column("kind")
     table.add_column("meaning")
     table.add_column("targets")
+    table.add_column("needs")
     for spec in CHECKS.values():
-        table.add_row(spec.id, spec.kind, spec.description, ", ".join(spec.targets) or "—")
+        table.add_row(
+            spec.id,
+            spec.kind,
+            spec.description,
+            ", ".join(spec.targets) or "—",
+            ", ".join(spec.needs),
+        )
     out.print(table)
+    out.print(
+        "[dim]needs: the evidence a check reads; where an engine does not expose it, the "
+        "check is reported as skip with the reason.[/]"
+    )
+
+
+def engines() -> None:
+    """List the engines specseed can audit: what each observes, and whether it can run here.
+
+    Engines from other packages appear through the `specseed.engines` entry point group.
+
+    [bold]Example[/]
+
+      specseed engines
+    """
+    from specseed.engine_adapters.registry import engines as known_engines
+
+    table = Table(header_style="bold")
+    table.add_column("engine")
+    table.add_column("observes")
+    table.add_column("here")
+    for info in known_engines().values():
+        missing = info.missing_packages()
+        here = "[green]ready[/]" if not missing else f"[red]missing {', '.join(missing)}[/]"
+        source = "" if info.source == "specseed" else f" [dim]({info.source})[/]"
+        table.add_row(
+            f"[bold]{info.name}[/]{source}\n[dim]{info.summary}[/]",
+            ", ".join(info.observability.evidence),
+            here,
+        )
+    out.print(table)
+    out.print(
+        "[dim]observes: token ids always; steps = batch rows and engine steps; rng-state = "
+        "per-event RNG state; drafts = draft and acceptance counts; logits = logits "
+        "fingerprints. Checks needing what an engine does not observe are skipped.[/]"
+    )

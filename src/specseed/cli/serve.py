@@ -64,6 +64,8 @@ def serve(
         ),
     ] = 20.0,
 ) -> None:
+    from specseed.engine_adapters.base import options_of
+    from specseed.engine_adapters.reference.options import ReferenceOptions
     from specseed.runner import base_settings
     from specseed.scenarios.loader import load_audit_config
     from specseed.scenarios.schema import AuditConfig
@@ -90,7 +92,7 @@ def serve(
                 f"[yellow]warning:[/] listening on {host} with no API key: anyone who can "
                 "reach it can use it (see --api-key-env)"
             )
-        settings = base_settings(config.engine, base_dir)
+        settings = base_settings(config, base_dir)
         options = ServeOptions(
             host=host,
             port=port,
@@ -102,10 +104,12 @@ def serve(
         def listening(url: str) -> None:
             # The URL goes first and alone on stdout: scripts read it (with --port 0).
             typer.echo(url)
-            defects = ", ".join(settings.defects) or "none"
+            options = options_of(settings, ReferenceOptions)
+            defects = ", ".join(options.defects) or "none"
             err.print(
                 f"specseed serve: reference engine on {settings.device}, rng_profile "
-                f"{settings.rng_profile}, defects: {defects}, max_num_requests "
+                f"{options.rng_profile or settings.contract}, defects: {defects}, "
+                f"max_num_requests "
                 f"{settings.max_num_requests}, max_draft_len {settings.max_draft_len}; "
                 "Ctrl+C stops"
             )

@@ -32,7 +32,8 @@ from specseed.checks.findings import (
     TokenDiff,
 )
 from specseed.matrix import MatrixResult
-from specseed.runner import (
+from specseed.reporting.base import Reporter
+from specseed.results import (
     AuditEvent,
     AuditResult,
     AuditStarted,
@@ -344,12 +345,15 @@ def render_finding(finding: Finding) -> Group:
 def render_report(result: AuditResult, console: Console, exit_code: int) -> None:
     """Print the whole report."""
     engine = result.config.engine
-    defects = ", ".join(engine.defects) or "none"
+    options = "".join(
+        f", {key} {', '.join(map(str, value)) if isinstance(value, list) else value}"
+        for key, value in engine.options.items()
+        if value not in (None, [], "")
+    )
     console.print(
         f"[bold]specseed audit[/]: engine [bold]{engine.name}[/] on {engine.device}, "
-        f"contract [bold]{result.contract}[/], rng_profile {engine.effective_rng_profile}, "
-        f"defects: {defects}, max_draft_len {engine.max_draft_len}, "
-        f"{len(result.scenarios)} scenarios, "
+        f"contract [bold]{result.contract}[/]{escape(options)}, "
+        f"max_draft_len {engine.max_draft_len}, {len(result.scenarios)} scenarios, "
         f"{sum(len(s.traces) for s in result.scenarios)} runs in {result.seconds:.1f}s"
     )
     console.print(verdict_table(result))
@@ -437,3 +441,27 @@ def render_matrix(matrix: MatrixResult, console: Console) -> None:
         targeted = any(row.defect in spec.targets for spec in CHECKS.values())
         why = "" if targeted else " (no check targets this class yet)"
         console.print(f"[red]not caught:[/] {row.defect}{why} — {get_defect(row.defect).summary}")
+
+
+class ConsoleReporter(Reporter):
+    """The Rich terminal report; with ``progress``, a progress bar on stderr while it runs."""
+
+    def __init__(self, out: Console, err: Console, *, progress: bool) -> None:
+        self.out = out
+        self.progress = AuditProgress(err) if progress else None
+
+    def __enter__(self) -> ConsoleReporter:
+        if self.progress is not None:
+            self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            self.progress.__exit__(*exc)
+
+    def on_event(self, event: AuditEvent) -> None:
+        if self.progress is not None:
+            self.progress(event)
+
+    def finish(self, result: AuditResult, exit_code: int) -> None:
+        render_report(result, self.out, exit_code)

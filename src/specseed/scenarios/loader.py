@@ -122,6 +122,11 @@ def _describe(error: dict[str, Any], model: type[BaseModel]) -> str:
     if kind == "extra_forbidden":
         key = str(loc[-1]) if loc else "?"
         owner = _model_at(model, loc[:-1])
+        if key in MOVED_TO_OPTIONS and loc[:-1] == ("engine",):
+            return (
+                f"unknown key '{key}': it is an option of the reference engine. Write it "
+                f"under engine.options ({key}: ...)."
+            )
         allowed = sorted(owner.model_fields) if owner is not None else []
         close = difflib.get_close_matches(key, allowed, n=1)
         fix = f"Did you mean '{close[0]}'?" if close else f"Allowed keys: {', '.join(allowed)}."
@@ -137,7 +142,13 @@ def _describe(error: dict[str, Any], model: type[BaseModel]) -> str:
     return message
 
 
-def _validate(model: type[BaseModel], data: Any, source: str, node: yaml.Node | None) -> BaseModel:
+def _validate(
+    model: type[BaseModel],
+    data: Any,
+    source: str,
+    node: yaml.Node | None,
+    prefix: tuple[int | str, ...] = (),
+) -> BaseModel:
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -153,10 +164,33 @@ def _validate(model: type[BaseModel], data: Any, source: str, node: yaml.Node | 
         problems = []
         for error in exc.errors():
             loc = _clean_loc(tuple(error["loc"]))
-            line = _line_of(node, loc)
+            line = _line_of(node, prefix + loc)
             where = f"{source}:{line}" if line else source
-            problems.append(f"{where}: {_format_loc(loc)}: {_describe(dict(error), model)}")
+            problems.append(
+                f"{where}: {_format_loc(prefix + loc)}: {_describe(dict(error), model)}"
+            )
         raise ScenarioError(f"{source} does not validate", problems) from None
+
+
+MOVED_TO_OPTIONS = frozenset({"defects", "rng_profile", "model_seed"})
+"""Keys that were shared engine keys before engines declared their own options."""
+
+
+def engine_options(config: AuditConfig, source: str, node: yaml.Node | None = None) -> BaseModel:
+    """``engine.options`` validated against the options model of ``engine.name``."""
+    from specseed.engine_adapters.base import NoOptions
+    from specseed.engine_adapters.registry import get_engine
+
+    engine = config.engine
+    model = get_engine(engine.name).options_model() or NoOptions
+    if model is NoOptions and engine.options:
+        line = _line_of(node, ("engine", "options"))
+        where = f"{source}:{line}" if line else source
+        raise ScenarioError(
+            f"{source} does not validate",
+            [f"{where}: engine.options: engine {engine.name} takes no options. Remove them."],
+        )
+    return _validate(model, dict(engine.options), source, node, prefix=("engine", "options"))
 
 
 # -- public API ---------------------------------------------------------------------------
@@ -167,6 +201,7 @@ def parse_audit_config(text: str, source: str) -> AuditConfig:
     data, node = _parse_yaml(text, source)
     result = _validate(AuditConfig, data, source, node)
     assert isinstance(result, AuditConfig)
+    engine_options(result, source, node)
     return result
 
 

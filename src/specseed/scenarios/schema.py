@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from specseed.contracts import CONTRACT_NAMES
 from specseed.defects import DEFECT_IDS
-from specseed.engine_adapters.registry import ENGINE_NAMES
+from specseed.engine_adapters.registry import engine_names
 
 UINT64_MAX = (1 << 64) - 1
 INT64_MIN = -(1 << 63)
@@ -52,9 +52,10 @@ def _check_one_of(kind: str, value: str, known: tuple[str, ...]) -> str:
 
 
 class EngineConfig(StrictModel):
-    """The ``engine:`` section of model.yaml."""
+    """The ``engine:`` section of model.yaml: keys every engine shares, and ``options``, the
+    engine's own keys (validated against the model the engine declares)."""
 
-    name: str = Field("reference", description="Engine adapter: " + " | ".join(ENGINE_NAMES))
+    name: str = Field("reference", description="Engine adapter (`specseed engines` lists them).")
     device: Literal["cpu", "cuda"] = Field("cpu", description="Where the engine runs.")
     max_num_requests: int = Field(
         8, ge=1, le=1024, description="Most requests the scheduler runs at once."
@@ -77,62 +78,29 @@ class EngineConfig(StrictModel):
     checkpoint: Path | None = Field(
         None,
         description="Local Hugging Face Llama checkpoint directory (config.json + safetensors); "
-        "null = the built-in tiny model built from model_seed. Relative to model.yaml.",
+        "null = the engine's default (the reference engine's built-in tiny model). Relative "
+        "to model.yaml.",
     )
     draft_checkpoint: Path | None = Field(
         None,
-        description="Local EAGLE3 draft checkpoint directory; null = a draft head derived "
-        "from the target. Relative to model.yaml.",
+        description="Local EAGLE3 draft checkpoint directory; null = the engine's default (the "
+        "reference engine derives a draft head from the target). Relative to model.yaml.",
     )
-    model_seed: int = Field(0, ge=0, description="Seed of the built-in tiny model's weights.")
-    rng_profile: str | None = Field(
-        None,
-        description="reference only: the contract the engine itself follows "
-        "(null = the same as `contract`).",
-    )
-    defects: list[str] = Field(
-        default_factory=list,
-        description="reference only: defect ids to inject on purpose (see `specseed audit "
-        "--matrix`).",
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The engine's own options (see `specseed schema` and `specseed engines`); "
+        "validated against the options model of engine.name.",
     )
 
     @field_validator("name")
     @classmethod
     def _known_engine(cls, value: str) -> str:
-        return _check_one_of("engine", value, ENGINE_NAMES)
+        return _check_one_of("engine", value, engine_names())
 
     @field_validator("contract")
     @classmethod
     def _known_contract(cls, value: str) -> str:
         return _check_one_of("contract", value, CONTRACT_NAMES)
-
-    @field_validator("rng_profile")
-    @classmethod
-    def _known_profile(cls, value: str | None) -> str | None:
-        return None if value is None else _check_one_of("rng profile", value, CONTRACT_NAMES)
-
-    @field_validator("defects")
-    @classmethod
-    def _known_defects(cls, value: list[str]) -> list[str]:
-        for item in value:
-            _check_one_of("defect", item, DEFECT_IDS)
-        if len(set(value)) != len(value):
-            raise ValueError("a defect is listed twice")
-        return value
-
-    @model_validator(mode="after")
-    def _reference_only(self) -> EngineConfig:
-        if self.name != "reference":
-            if self.defects:
-                raise ValueError("`defects` can only be injected into the reference engine")
-            if self.rng_profile is not None:
-                raise ValueError("`rng_profile` applies to the reference engine only")
-        return self
-
-    @property
-    def effective_rng_profile(self) -> str:
-        """The contract the engine follows: ``rng_profile``, or ``contract`` when unset."""
-        return self.rng_profile or self.contract
 
 
 class ChecksConfig(StrictModel):
@@ -367,8 +335,31 @@ class ResolvedRequest(StrictModel):
 
 
 def json_schemas() -> dict[str, Any]:
-    """JSON Schemas of model.yaml and of scenario files, generated from the models."""
-    return {
-        "model.yaml": AuditConfig.model_json_schema(),
-        "scenario": Scenario.model_json_schema(),
-    }
+    """JSON Schemas of model.yaml and of scenario files, generated from the models.
+
+    ``engine.options`` depends on ``engine.name``: the model.yaml schema says so with one
+    ``if``/``then`` per engine that declares an options model.
+    """
+    from specseed.engine_adapters.registry import engines
+
+    model = AuditConfig.model_json_schema()
+    defs = model.setdefault("$defs", {})
+    rules = []
+    for info in engines().values():
+        try:
+            options = info.options_model()
+        except Exception:  # a broken plugin keeps its options unchecked here
+            continue
+        if options is None:
+            continue
+        schema = options.model_json_schema(ref_template="#/$defs/{model}")
+        defs.update(schema.pop("$defs", {}))
+        defs[options.__name__] = schema
+        rules.append(
+            {
+                "if": {"properties": {"name": {"const": info.name}}},
+                "then": {"properties": {"options": {"$ref": f"#/$defs/{options.__name__}"}}},
+            }
+        )
+    defs["EngineConfig"]["allOf"] = rules
+    return {"model.yaml": model, "scenario": Scenario.model_json_schema()}

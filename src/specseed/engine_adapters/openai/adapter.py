@@ -16,11 +16,16 @@ from __future__ import annotations
 import asyncio
 import os
 import platform
-import time
 from dataclasses import dataclass
 
 from specseed import __version__
-from specseed.engine_adapters.base import EngineAdapter, EngineSettings, RunPlan
+from specseed.engine_adapters.base import (
+    EngineAdapter,
+    EngineSettings,
+    RunPlan,
+    RunStart,
+    options_of,
+)
 from specseed.engine_adapters.openai.client import (
     ClientLimits,
     CompletionClient,
@@ -33,7 +38,7 @@ from specseed.engine_adapters.openai.client import (
 from specseed.engine_adapters.openai.options import SERVER_SETTINGS, OpenAIOptions
 from specseed.engine_adapters.openai.traffic import Replay, RunFailure, TrafficShape, replay_plan
 from specseed.errors import EngineError, InputError
-from specseed.trace import EngineFailure, RequestInfo, RunEnd, RunHeader, RunTrace, TraceRecorder
+from specseed.trace import Observability, TraceRecorder
 
 
 @dataclass(frozen=True)
@@ -226,76 +231,67 @@ class HttpAuditor:
         }
 
 
+class HttpRunFailed(Exception):
+    """A run the server did not complete; the base class records it as the run's failure."""
+
+
 class OpenAIEngine(EngineAdapter):
     """Any OpenAI-compatible server (trtllm-serve, vllm serve, SGLang, a gateway, ``specseed
     serve``), audited from its token ids."""
 
     name = "openai"
+    observability = Observability(
+        steps=False,
+        rng_state=None,
+        drafts=False,
+        logits=False,
+        notes="token ids only, over HTTP; batches are whatever the server makes of "
+        "concurrent requests",
+    )
 
-    def __init__(self, settings: EngineSettings, options: OpenAIOptions | None = None) -> None:
-        if options is None:
-            raise InputError(
-                "engine openai needs engine.options with at least base_url",
-                hint="engine: {name: openai, options: {base_url: http://127.0.0.1:8000}}",
-            )
-        self.auditor = HttpAuditor(settings, options)
+    def __init__(self, settings: EngineSettings) -> None:
+        super().__init__(settings)
+        self.options: OpenAIOptions = options_of(settings, OpenAIOptions)
+        self.auditor = HttpAuditor(settings, self.options)
         self.main = self.auditor.connect()
         """The main endpoint, reached once at start (model id, token-id dialect)."""
+        self._endpoint: Endpoint | None = None
+        self._prepared: ResolvedEndpoint | RunFailure | None = None
+
+    def encode(self, prompt: tuple[int, ...] | str) -> tuple[int, ...]:
+        if isinstance(prompt, str):
+            return ()  # the server tokenizes text; the API does not say how
+        negative = [t for t in prompt if t < 0]
+        if negative:
+            raise ValueError(f"prompt token ids {negative[:5]} are negative")
+        return prompt
 
     def environment(self) -> dict[str, str]:
-        return self.auditor.environment()
+        environment = self.auditor.environment()
+        resolved = self._prepared if isinstance(self._prepared, ResolvedEndpoint) else None
+        if self._endpoint is not None:
+            record = self.auditor.describe(resolved, self._endpoint)
+            environment.update({k: str(v) for k, v in record.items() if v is not None})
+        return environment
 
-    def run(self, plan: RunPlan, recorder: TraceRecorder) -> RunTrace:
-        started = time.perf_counter()
-        auditor = self.auditor
-        endpoint = endpoint_for(auditor.settings, plan.settings, auditor.options)
+    def start_run(self, plan: RunPlan) -> RunStart:
+        # One server serves every run: no run starts on a fresh engine.
+        endpoint = endpoint_for(self.settings, plan.settings, self.options)
         if isinstance(endpoint, str):
-            recorder.header(self._header(plan, {"endpoint": None, "not_served": endpoint}))
-            not_served = EngineFailure(-1, "scenario", 0, "NotServed", endpoint)
-            return recorder.end(RunEnd({}, not_served, time.perf_counter() - started))
-        prepared = auditor.prepare(endpoint)
-        resolved = prepared if isinstance(prepared, ResolvedEndpoint) else None
-        recorder.header(self._header(plan, auditor.describe(resolved, endpoint)))
-        if isinstance(prepared, RunFailure):
-            return recorder.end(
-                RunEnd({}, _engine_failure(prepared), time.perf_counter() - started)
-            )
-        replay = auditor.replay(plan, prepared)
-        failure = None if replay.failure is None else _engine_failure(replay.failure)
-        return recorder.end(RunEnd(replay.outputs, failure, time.perf_counter() - started))
+            self._endpoint, self._prepared = None, None
+            return RunStart(fresh_engine=False, not_served=endpoint)
+        self._endpoint = endpoint
+        self._prepared = self.auditor.prepare(endpoint)
+        return RunStart(fresh_engine=False)
 
-    def _header(self, plan: RunPlan, http: dict[str, object]) -> RunHeader:
-        requests = [*plan.prior_traffic, *plan.requests]
-        return RunHeader(
-            scenario=plan.scenario,
-            run=plan.run,
-            engine=self.name,
-            engine_config={**plan.settings.as_dict(), "http": http},
-            contract=plan.settings.rng_profile,
-            requests=tuple(
-                RequestInfo(
-                    request_id=r.request_id,
-                    phase=r.phase,
-                    # Text prompts are tokenized by the server; the API does not say how.
-                    prompt_ids=r.prompt if isinstance(r.prompt, tuple) else (),
-                    seed=None if r.seed is None else r.seed & ((1 << 64) - 1),
-                    temperature=r.temperature,
-                    top_k=r.top_k,
-                    top_p=r.top_p,
-                    max_tokens=r.max_tokens,
-                    arrival_step=r.arrival_step,
-                )
-                for r in requests
-            ),
-            environment=self.environment(),
-        )
-
-
-def _engine_failure(failure: RunFailure) -> EngineFailure:
-    return EngineFailure(
-        step=-1,
-        phase=failure.phase,
-        batch_size=failure.batch_size,
-        exception=failure.exception,
-        message=failure.message,
-    )
+    def serve(self, plan: RunPlan, recorder: TraceRecorder) -> dict[str, tuple[int, ...]]:
+        prepared = self._prepared
+        if isinstance(prepared, RunFailure) or prepared is None:
+            failure = prepared or RunFailure("scenario", 0, "RuntimeError", "no endpoint")
+            recorder.at(-1, failure.phase, failure.batch_size)
+            raise HttpRunFailed(f"{failure.exception}: {failure.message}")
+        replay = self.auditor.replay(plan, prepared)
+        if replay.failure is not None:
+            recorder.at(-1, replay.failure.phase, replay.failure.batch_size)
+            raise HttpRunFailed(f"{replay.failure.exception}: {replay.failure.message}")
+        return replay.outputs

@@ -57,11 +57,11 @@ class _StepCounter(TraceRecorder):
 
     def __init__(self) -> None:
         super().__init__(None)
-        self.steps = 0
+        self.step_count = 0
         self.largest_batch = 0
 
     def step(self, step: StepRecord) -> None:
-        self.steps += 1
+        self.step_count += 1
         self.largest_batch = max(self.largest_batch, len(step.rows))
 
 
@@ -113,7 +113,7 @@ class LiveEngine:
     @property
     def steps(self) -> int:
         """Engine steps since the last (re)start of the engine state."""
-        return self.recorder.steps
+        return self.recorder.step_count
 
     @property
     def largest_batch(self) -> int:
