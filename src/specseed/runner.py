@@ -222,6 +222,20 @@ def evaluate(
 
     def comparison(spec: ComparisonCheckSpec, expectation: Expectation) -> None:
         runs = [traces[name] for name in expectation.runs if name in traces]
+        served = [t for t in runs if t.header.not_served is None]
+        if runs and runs[0] in served and len(served) >= 2 and len(served) < len(runs):
+            # Compare what was served against the first run, and say what was not.
+            left_out = [t for t in runs if t not in served]
+            note = "; not served: " + "; ".join(
+                f"{t.name} ({t.header.not_served})" for t in left_out
+            )
+            narrowed = expectation.model_copy(update={"runs": [t.name for t in served]})
+            guarded(
+                spec,
+                served,
+                lambda: (replace(f, message=f.message + note) for f in spec.func(ctx, narrowed)),
+            )
+            return
         guarded(spec, runs, lambda: spec.func(ctx, expectation))
 
     for run_spec in run_checks():

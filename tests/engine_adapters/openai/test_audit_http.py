@@ -113,9 +113,12 @@ def test_defect_free_server_passes_and_skips_what_http_cannot_show(tmp_path: Pat
     # The token-level checks ran and passed somewhere.
     for check in ("run-to-run", "uptime-invariance", "batch-invariance", "position-invariance"):
         assert any(f["status"] == "pass" for f in _findings(report, check)), check
-    greedy = _findings(report, "greedy-spec-equivalence")
-    assert [f["status"] for f in greedy] == ["skip"]  # the strict run has no endpoint
-    assert "verification=strict" in greedy[0]["message"]
+    # The strict run has no endpoint: the served runs are compared, and the finding says so.
+    [greedy] = _findings(report, "greedy-spec-equivalence")
+    assert greedy["status"] == "pass" and greedy["runs"] == ["no-speculation", "rejection"]
+    assert "not served: strict (the run sets verification=strict" in greedy["message"]
+    [overlap] = _findings(report, "overlap-invariance")
+    assert overlap["status"] == "skip" and "overlap_scheduler=True" in overlap["message"]
     # The trace says which token-id dialect the server speaks and how that was found.
     header = json.loads((tmp_path / "traces/uptime/cold.jsonl").read_text().splitlines()[0])
     http = header["engine_config"]["options"]
