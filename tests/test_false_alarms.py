@@ -98,7 +98,8 @@ def engine(model_seed: int) -> ReferenceEngine:
 
 def audit(scenario: Scenario, contract: str, model_seed: int):  # type: ignore[no-untyped-def]
     config = AuditConfig(
-        engine=EngineConfig(contract=contract, options={"model_seed": model_seed}), scenarios=["drawn.yaml"]
+        engine=EngineConfig(contract=contract, options={"model_seed": model_seed}),
+        scenarios=["drawn.yaml"],
     )
     from specseed.runner import base_settings
 

@@ -18,7 +18,6 @@ def test_comparison_ids_in_the_schema_are_exactly_the_registered_comparisons() -
 
 def test_a_duplicate_id_is_an_error() -> None:
     with pytest.raises(ValueError, match="duplicate check id 'rng-contract'"):
-
         run_check("rng-contract", short="x", title="t", description="d", targets=(), needs=())(
             lambda ctx, trace: iter(())
         )

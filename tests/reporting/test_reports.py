@@ -37,7 +37,8 @@ def result() -> AuditResult:
     traces = {p.stem: load_trace(p) for p in sorted(TRACES.glob("*.jsonl"))}
     findings = evaluate(scenario, traces, "ideal")
     config = AuditConfig(
-        engine=EngineConfig(options={"defects": ["overlap-window-reuse"]}), scenarios=["overlap-scheduler"]
+        engine=EngineConfig(options={"defects": ["overlap-window-reuse"]}),
+        scenarios=["overlap-scheduler"],
     )
     return AuditResult(
         config=config,

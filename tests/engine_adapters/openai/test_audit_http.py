@@ -134,12 +134,19 @@ DEFECTS = [
     ("row0-seed", "batch-composition", "batch-invariance", None),
     ("neighbor-unseeded", "batch-composition", "batch-invariance", None),
     ("row-subsequence", "batch-position", "position-invariance", None),
-    ("overlap-window-reuse", "overlap-scheduler", "overlap-invariance", {"overlap_scheduler": True}),
+    (
+        "overlap-window-reuse",
+        "overlap-scheduler",
+        "overlap-invariance",
+        {"overlap_scheduler": True},
+    ),
     ("greedy-drift", "greedy-speculation", "greedy-spec-equivalence", {"max_draft_len": 0}),
 ]
 
 
-@pytest.mark.parametrize(("defect", "scenario", "check", "variant"), DEFECTS, ids=[d[0] for d in DEFECTS])
+@pytest.mark.parametrize(
+    ("defect", "scenario", "check", "variant"), DEFECTS, ids=[d[0] for d in DEFECTS]
+)
 def test_each_token_changing_defect_is_caught_through_http(
     tmp_path: Path, defect: str, scenario: str, check: str, variant: dict[str, object] | None
 ) -> None:
@@ -227,7 +234,9 @@ def test_api_key_from_an_env_var_never_reaches_reports_or_traces(
         assert code == 3 and "API key" in output, output
         model = _model_yaml(tmp_path, server.url, ["uptime"], api_key_env="SPECSEED_TEST_KEY")
         traces = tmp_path / "traces"
-        code, report, output = _audit(model, "--trace-dir", str(traces), "--junit", str(tmp_path / "j.xml"))
+        code, _, output = _audit(
+            model, "--trace-dir", str(traces), "--junit", str(tmp_path / "j.xml")
+        )
     assert code == 0, output
     written = [tmp_path / "report.json", tmp_path / "j.xml", *traces.rglob("*.jsonl")]
     assert all(secret not in p.read_text() for p in written)
