@@ -17,6 +17,7 @@ import asyncio
 import os
 import platform
 from dataclasses import dataclass
+from typing import NoReturn
 
 from specseed import __version__
 from specseed.engine_adapters.base import (
@@ -180,7 +181,7 @@ class HttpAuditor:
             except HttpEngineError as exc:
                 if isinstance(exc, ServerUnavailable):
                     self._gone = exc.message
-                return RunFailure("scenario", 0, type(exc).__name__, exc.message)
+                return RunFailure("scenario", 0, type(exc).__name__, exc.message, exc)
 
     def replay(self, plan: RunPlan, resolved: ResolvedEndpoint) -> Replay:
         """Serve a plan on a prepared endpoint; a failure is in the replay, never raised."""
@@ -286,12 +287,19 @@ class OpenAIEngine(EngineAdapter):
 
     def serve(self, plan: RunPlan, recorder: TraceRecorder) -> dict[str, tuple[int, ...]]:
         prepared = self._prepared
-        if isinstance(prepared, RunFailure) or prepared is None:
-            failure = prepared or RunFailure("scenario", 0, "RuntimeError", "no endpoint")
-            recorder.at(-1, failure.phase, failure.batch_size)
-            raise HttpRunFailed(f"{failure.exception}: {failure.message}")
+        if prepared is None:
+            raise HttpRunFailed("the run's endpoint was not prepared")
+        if isinstance(prepared, RunFailure):
+            _raise(prepared, recorder)
         replay = self.auditor.replay(plan, prepared)
         if replay.failure is not None:
-            recorder.at(-1, replay.failure.phase, replay.failure.batch_size)
-            raise HttpRunFailed(f"{replay.failure.exception}: {replay.failure.message}")
+            _raise(replay.failure, recorder)
         return replay.outputs
+
+
+def _raise(failure: RunFailure, recorder: TraceRecorder) -> NoReturn:
+    """Re-raise a run's HTTP error (its type names the failure in the trace)."""
+    recorder.at(-1, failure.phase, failure.batch_size)
+    if failure.error is not None:
+        raise failure.error
+    raise HttpRunFailed(f"{failure.exception}: {failure.message}")

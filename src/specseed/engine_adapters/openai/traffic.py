@@ -52,6 +52,8 @@ class RunFailure:
     batch_size: int
     exception: str
     message: str
+    error: HttpEngineError | None = None
+    """The error itself, re-raised by the adapter so the trace names its type."""
 
 
 @dataclass
@@ -181,7 +183,7 @@ async def replay_plan(
         for request, completion in zip(plan.requests, completions, strict=True):
             replay.outputs[request.request_id] = completion.token_ids
     except HttpEngineError as exc:
-        replay.failure = RunFailure(phase, size, type(exc).__name__, exc.message)
+        replay.failure = RunFailure(phase, size, type(exc).__name__, exc.message, exc)
         for request in plan.requests:
             done = replay.completions.get(request.request_id)
             if done is not None:
