@@ -101,3 +101,28 @@ def test_api_key(engine: ReferenceEngine) -> None:
         assert "API key" in wrong.json()["error"]["message"]
         right = client.get("/v1/models", headers={"Authorization": "Bearer s3cret"})
         assert right.status_code == 200
+
+
+def test_an_engine_step_that_raises_fails_its_requests_and_the_server_goes_on(
+    engine: ReferenceEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from specseed.engine_adapters.reference import engine as engine_module
+
+    real = engine_module._EngineRun._compute
+    calls = {"n": 0}
+
+    def crash_once(self, rows):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise IndexError("index 9 is out of bounds for dimension 0 with size 8")
+        return real(self, rows)
+
+    monkeypatch.setattr(engine_module._EngineRun, "_compute", crash_once)
+    live = LiveEngine(engine, SETTINGS, batch_window_s=0.0)
+    with TestClient(create_app(live)) as client:
+        failed = client.post("/v1/completions", json={"prompt": [1, 2], "max_tokens": 3})
+        assert failed.status_code == 500
+        assert "IndexError: index 9 is out of bounds" in failed.json()["error"]["message"]
+        again = client.post("/v1/completions", json={"prompt": [1, 2], "max_tokens": 3})
+        assert again.status_code == 200 and len(again.json()["choices"][0]["text"]) > 0
+        assert client.get("/health").json()["engine_failures"] == 1
