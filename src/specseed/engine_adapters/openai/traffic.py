@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from specseed.engine_adapters.base import RequestPlan, RunPlan
+from specseed.engine_adapters.base import RequestPlan, RunPlan, warmup_requests
 from specseed.engine_adapters.openai.client import (
     Completion,
     CompletionClient,
@@ -27,10 +27,6 @@ from specseed.engine_adapters.openai.client import (
     TokenIdDialect,
 )
 from specseed.trace import Phase
-
-WARMUP_PROMPT = (1, 2, 3, 4)
-WARMUP_MAX_TOKENS = 2
-"""Warmup requests: the reference engine's own warmup traffic."""
 
 
 @dataclass(frozen=True)
@@ -78,22 +74,6 @@ def _sampling(plan: RequestPlan) -> SamplingRequest:
     )
 
 
-def warmup_requests(number: int, size: int) -> list[RequestPlan]:
-    return [
-        RequestPlan(
-            request_id=f"warmup{number}-{i}",
-            prompt=WARMUP_PROMPT,
-            seed=None,
-            temperature=1.0,
-            top_k=0,
-            top_p=1.0,
-            max_tokens=WARMUP_MAX_TOKENS,
-            phase="warmup",
-        )
-        for i in range(size)
-    ]
-
-
 class _Sender:
     def __init__(
         self,
@@ -110,47 +90,51 @@ class _Sender:
         self.extra = extra
         self.replay = replay
 
-    async def send(
-        self, plan: RequestPlan, limit: asyncio.Semaphore, delay: float = 0.0
-    ) -> Completion:
-        if delay > 0:
-            await asyncio.sleep(delay)
-        async with limit:
+    async def _complete(self, plan: RequestPlan, limit: asyncio.Semaphore) -> Completion:
+        """One request; ``limit`` was acquired for it by the caller and is released here."""
+        try:
             completion = await self.client.complete(
                 _sampling(plan), model=self.model, dialect=self.dialect, extra=self.extra
             )
+        finally:
+            limit.release()
         self.replay.completions[plan.request_id] = completion
         return completion
 
-    async def together(
-        self,
-        plans: Sequence[RequestPlan],
-        limit: asyncio.Semaphore,
-        delays: Sequence[float] | None = None,
+    async def in_order(
+        self, plans: Sequence[RequestPlan], concurrency: int, shape: TrafficShape | None = None
     ) -> list[Completion]:
-        """Send ``plans`` concurrently; the first error cancels the rest and is raised."""
-        tasks = [
-            asyncio.create_task(self.send(p, limit, delays[i] if delays else 0.0))
-            for i, p in enumerate(plans)
-        ]
+        """Send ``plans`` concurrently, one sender starting them in submission order.
+
+        With ``shape``, each waits for its arrival step; sends that go out back to back are
+        ``submit_interval_s`` apart so the server sees them in this order (a send that had to
+        wait for a free slot is ordered by that wait already). The first error cancels the
+        rest and is raised.
+        """
+        loop = asyncio.get_running_loop()
+        limit = asyncio.Semaphore(concurrency)
+        order = sorted(range(len(plans)), key=lambda i: plans[i].arrival_step)
+        tasks: dict[int, asyncio.Task[Completion]] = {}
+        started = loop.time()
+        last_send = -1.0
         try:
-            return list(await asyncio.gather(*tasks))
+            for i in order:
+                if shape is not None:
+                    arrival = started + plans[i].arrival_step * shape.arrival_step_s
+                    if arrival > loop.time():
+                        await asyncio.sleep(arrival - loop.time())
+                    gap = last_send + shape.submit_interval_s - loop.time()
+                    if gap > 0 and not limit.locked():
+                        await asyncio.sleep(gap)
+                await limit.acquire()
+                tasks[i] = asyncio.create_task(self._complete(plans[i], limit))
+                last_send = loop.time()
+            return list(await asyncio.gather(*(tasks[i] for i in range(len(plans)))))
         except BaseException:
-            for task in tasks:
+            for task in tasks.values():
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
             raise
-
-
-def arrival_delays(plans: Sequence[RequestPlan], shape: TrafficShape) -> list[float]:
-    """Send time of each request: its arrival step, then its place among that step's sends."""
-    delays = []
-    rank: dict[int, int] = {}
-    for plan in plans:
-        k = rank.get(plan.arrival_step, 0)
-        rank[plan.arrival_step] = k + 1
-        delays.append(plan.arrival_step * shape.arrival_step_s + k * shape.submit_interval_s)
-    return delays
 
 
 async def replay_plan(
@@ -165,21 +149,19 @@ async def replay_plan(
     """Serve a run plan through ``client``; an HTTP error ends the run as its failure."""
     replay = Replay()
     sender = _Sender(client, model=model, dialect=dialect, extra=extra or {}, replay=replay)
-    limit = asyncio.Semaphore(shape.concurrency)
     phase: Phase = "warmup"
     size = 0
     try:
+        warmup = warmup_requests(plan)
         for number, size in enumerate(plan.warmup_batches):
-            burst = warmup_requests(number, size)
+            burst = [r for r in warmup if r.warmup_batch == number]
             # A burst is the point of a warmup batch: all of it in flight at once.
-            await sender.together(burst, asyncio.Semaphore(max(size, 1)))
+            await sender.in_order(burst, max(size, 1))
         if plan.prior_traffic:
             phase, size = "prior", len(plan.prior_traffic)
-            await sender.together(plan.prior_traffic, limit)
+            await sender.in_order(plan.prior_traffic, shape.concurrency)
         phase, size = "scenario", len(plan.requests)
-        completions = await sender.together(
-            plan.requests, limit, arrival_delays(plan.requests, shape)
-        )
+        completions = await sender.in_order(plan.requests, shape.concurrency, shape)
         for request, completion in zip(plan.requests, completions, strict=True):
             replay.outputs[request.request_id] = completion.token_ids
     except HttpEngineError as exc:
