@@ -20,6 +20,7 @@ Vocabulary (the same words as the traces):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Literal
 
 from specseed.defects import DEFECT_IDS
@@ -194,29 +195,33 @@ TRTLLM_PR17599 = RngContract(
 
 ENTRY_POINT_GROUP = "specseed.contracts"
 
+CONTRACTS: dict[str, RngContract] = {c.name: c for c in (IDEAL, TRTLLM_PR17599)}
+"""The built-in contracts. ``all_contracts()`` adds those other packages register."""
+CONTRACT_NAMES: tuple[str, ...] = tuple(CONTRACTS)
 
-def _plugin_contracts() -> list[RngContract]:
-    """Contracts other packages register (entry points whose object is an ``RngContract``).
-    A broken plugin is left out rather than breaking every command."""
+
+@cache
+def all_contracts() -> dict[str, RngContract]:
+    """Built-in contracts, then those registered by other packages: entry points in the
+    ``specseed.contracts`` group whose object is an ``RngContract`` of the same name. A
+    broken plugin is left out rather than breaking every command."""
     from importlib.metadata import entry_points
 
-    found = []
-    for point in entry_points(group=ENTRY_POINT_GROUP):
+    found = dict(CONTRACTS)
+    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
         try:
             contract = point.load()
         except Exception:  # a broken plugin is left out, not fatal
             continue
         if isinstance(contract, RngContract) and contract.name == point.name:
-            found.append(contract)
+            found.setdefault(contract.name, contract)
     return found
 
 
-CONTRACTS: dict[str, RngContract] = {c.name: c for c in (IDEAL, TRTLLM_PR17599)}
-for _contract in _plugin_contracts():
-    CONTRACTS.setdefault(_contract.name, _contract)
-CONTRACT_NAMES: tuple[str, ...] = tuple(CONTRACTS)
+def contract_names() -> tuple[str, ...]:
+    return tuple(all_contracts())
 
 
 def get_contract(name: str) -> RngContract:
     """The contract with this name; ``KeyError`` if there is none."""
-    return CONTRACTS[name]
+    return all_contracts()[name]

@@ -67,7 +67,7 @@ def test_report_shows_suspect_first_divergence_and_offsets(result: AuditResult) 
     text = console.export_text()
     assert "overlap-window-reuse" in text
     assert "first diverges at token" in text and "RNG state differs" in text
-    assert "expected (contract) beside observed" in text
+    assert "RNG state per event vs the contract" in text
     assert text.rstrip().endswith("(exit 1)")
 
 

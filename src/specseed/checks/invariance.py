@@ -17,6 +17,7 @@ from specseed.checks.token_suspects import token_suspects
 from specseed.contracts import RngContract
 from specseed.scenarios.schema import Expectation
 from specseed.trace import RequestInfo, RunTrace
+from specseed.wording import plural
 
 RequestFilter = Callable[[RequestInfo], bool]
 
@@ -144,7 +145,7 @@ def _compare(
     elif limitation is not None and (excused or moved):
         affected = tuple(dict.fromkeys([d.request for d in excused] + moved))
         what = (
-            f"{len(excused)} streams change with the kernel row"
+            f"{plural(len(excused), 'stream changes', 'streams change')} with the kernel row"
             if excused
             else "rows moved without changing tokens"
         )
@@ -160,7 +161,8 @@ def _compare(
     else:
         yield Finding(
             status="pass",
-            message=f"{len(requests)} requests identical across {varied} ({', '.join(runs)}){note}",
+            message=f"{plural(len(requests), 'request')} identical across {varied} "
+            f"({', '.join(runs)}){note}",
             runs=runs,
             requests=tuple(requests),
         )

@@ -15,8 +15,10 @@ from specseed.checks.evidence import (
 from specseed.checks.findings import EventState, Finding, OffsetRow, Suspect
 from specseed.checks.registry import run_check
 from specseed.checks.suspects import merge, offset_suspects, overlap_suspect, seed_suspects
-from specseed.contracts import CONTRACTS, RngContract
+from specseed.contracts import RngContract, all_contracts
+from specseed.seeds import fmt_seed
 from specseed.trace import RowRecord, RunTrace, StepRecord
+from specseed.wording import plural
 
 MAX_DETAIL_LINES = 8
 
@@ -143,8 +145,8 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     if events == 0:
         yield Finding(
             status="skip",
-            message=f"{trace.name}: no sampling events recorded (nothing to hold to "
-            f"{contract.name})",
+            message=f"{trace.name}: no random numbers drawn{_why_none(trace)}, nothing to "
+            f"hold to {contract.name}",
             runs=(trace.name,),
         )
         return
@@ -162,7 +164,7 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     details: tuple[str, ...] = ()
     followed = [
         other.name
-        for other in CONTRACTS.values()
+        for other in all_contracts().values()
         if other.name != contract.name and _follows(trace, other, max_draft_len)
     ]
     if followed:
@@ -173,7 +175,7 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         )
     yield Finding(
         status="fail",
-        message=f"{trace.name}: {bad} of {events} sampling events differ from {contract.name} "
+        message=f"{trace.name}: {bad} of {plural(events, 'sampling event')} differ from {contract.name} "
         f"({summary})",
         runs=(trace.name,),
         requests=tuple(sorted(mismatched)),
@@ -181,6 +183,11 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         offsets=tuple(r for request in sorted(mismatched) for r in rows[request]),
         details=details,
     )
+
+
+def _why_none(trace: RunTrace) -> str:
+    scenario = [r for r in trace.header.requests if r.phase == "scenario"]
+    return " (every request is greedy)" if all(r.temperature == 0 for r in scenario) else ""
 
 
 def _follows(trace: RunTrace, contract: RngContract, max_draft_len: int) -> bool:
@@ -231,7 +238,11 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
     unrecorded = sampled_without_events(trace)
     drawn = sum(1 for events in per_request.values() for e in events if e.draws > 0)
     if unrecorded or drawn == 0:
-        why = unrecorded_reason(trace, unrecorded) if unrecorded else f"{trace.name}: no draws"
+        why = (
+            unrecorded_reason(trace, unrecorded)
+            if unrecorded
+            else f"{trace.name}: no random numbers drawn{_why_none(trace)}"
+        )
         yield Finding(status="skip", message=f"{why}; no draw ranges to compare")
         return
     violations: list[tuple[str, EventState, EventState]] = []
@@ -253,14 +264,14 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
             f"{request}: {a.label()} (iteration {a.decoding_iter}, step {a.step}) reads offsets "
             f"{a.offset}..{a.offset + a.draws - 1} and {b.label()} (iteration "
             f"{b.decoding_iter}, step {b.step}) reads {b.offset}..{b.offset + b.draws - 1} of "
-            f"seed {a.seed}, subsequence {a.subsequence}"
+            f"seed {fmt_seed(a.seed)}, subsequence {a.subsequence}"
             for request, a, b in items[:MAX_DETAIL_LINES]
         )
 
     if violations:
         yield Finding(
             status="fail",
-            message=f"{trace.name}: {len(violations)} pairs of sampling events read the same "
+            message=f"{trace.name}: {plural(len(violations), 'pair')} of sampling events read the same "
             f"random numbers ({', '.join(sorted({r for r, _, _ in violations}))})",
             runs=(trace.name,),
             requests=tuple(sorted({r for r, _, _ in violations})),
@@ -268,7 +279,11 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
             details=describe(violations),
         )
     elif limitation is not None:
-        seen = f"{len(excused)} overlaps where the contract puts them" if excused else "no overlap"
+        seen = (
+            f"{plural(len(excused), 'overlap')} where the contract puts them"
+            if excused
+            else "no overlap"
+        )
         yield Finding(
             status="known-limitation",
             message=f"{trace.name}: {seen}; {contract.name} does not keep draw ranges disjoint",
@@ -281,7 +296,7 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
         total = sum(len(v) for v in per_request.values())
         yield Finding(
             status="pass",
-            message=f"{trace.name}: {total} sampling events of {len(per_request)} requests read "
+            message=f"{trace.name}: {plural(total, 'sampling event')} of {plural(len(per_request), 'request')} read "
             "disjoint ranges",
             runs=(trace.name,),
         )

@@ -8,6 +8,7 @@ from specseed.checks.context import CheckContext
 from specseed.checks.findings import Finding, Suspect
 from specseed.checks.registry import run_check
 from specseed.trace import RunTrace
+from specseed.wording import plural
 
 
 @run_check(
@@ -37,7 +38,7 @@ def runs_complete(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
             Suspect(
                 "warmup-overflow",
                 f"the engine failed while running a {failure.phase} batch of "
-                f"{failure.batch_size} rows, above max_num_requests {limit}: buffers sized "
+                f"{plural(failure.batch_size, 'row')}, above max_num_requests {limit}: buffers sized "
                 "max_num_requests cannot hold it",
             )
         )
@@ -72,5 +73,5 @@ def _warmup_sizes(trace: RunTrace) -> list[int]:
 def _duration(trace: RunTrace) -> str:
     """How long the run was: engine steps where the engine exposes them, else seconds."""
     if trace.header.observability.steps:
-        return f"in {len(trace.steps)} steps"
+        return f"in {plural(len(trace.steps), 'step')}"
     return f"in {trace.end.seconds:.1f} s"

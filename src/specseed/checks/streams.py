@@ -17,7 +17,9 @@ from specseed.checks.findings import EventState, Finding, Suspect
 from specseed.checks.registry import run_check
 from specseed.checks.suspects import merge, seed_suspects
 from specseed.contracts import RngContract
+from specseed.seeds import fmt_seed
 from specseed.trace import RequestInfo, RunTrace, SamplingEvent, StepRecord
+from specseed.wording import plural
 
 MIN_TOKENS_FOR_IDENTITY = 8
 """Shorter identical streams prove nothing: peaked distributions repeat short outputs."""
@@ -68,7 +70,7 @@ def _label(request: RequestInfo) -> str:
     return (
         request.request_id
         if request.seed is None
-        else f"{request.request_id} (seed {request.seed})"
+        else f"{request.request_id} (seed {fmt_seed(request.seed)})"
     )
 
 
@@ -85,8 +87,8 @@ def _shared_stream(
         (a, _, _), _ = shared[0]
         same = ", same prompt, identical tokens" if identical else ""
         problem = (
-            f"{_label(x)} and {_label(y)} both drew from seed {a.seed}, subsequence "
-            f"{a.subsequence}, offset {a.offset} ({len(shared)} events{same})"
+            f"{_label(x)} and {_label(y)} both drew from seed {fmt_seed(a.seed)}, subsequence "
+            f"{a.subsequence}, offset {a.offset} ({plural(len(shared), 'event')}{same})"
         )
         suspects: list[Suspect] = []
         for (_, step, event), request in zip(shared[0], (x, y), strict=True):
@@ -148,14 +150,14 @@ def distinct_seeds(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     if not problems:
         yield Finding(
             status="pass",
-            message=f"{trace.name}: {len(pairs)} pairs of differently seeded requests drew from "
+            message=f"{trace.name}: {plural(len(pairs), 'pair')} of differently seeded requests drew from "
             "different streams",
             runs=(trace.name,),
         )
         return
     yield Finding(
         status="fail",
-        message=f"{trace.name}: {len(problems)} pairs of differently seeded requests share "
+        message=f"{trace.name}: {plural(len(problems), 'pair')} of differently seeded requests share "
         "random numbers",
         runs=(trace.name,),
         requests=tuple(sorted(affected)),
@@ -213,7 +215,11 @@ def unseeded_independence(ctx: CheckContext, trace: RunTrace) -> Iterator[Findin
             suspects.extend(found[1])
             affected.update((x.request_id, y.request_id))
     if limitation is not None and not problems:
-        seen = f"{len(excused)} pairs share a stream" if excused else "no shared stream"
+        seen = (
+            f"{plural(len(excused), 'pair shares', 'pairs share')} a stream"
+            if excused
+            else "no shared stream"
+        )
         yield Finding(
             status="known-limitation",
             message=f"{trace.name}: {seen}; {contract.name} does not give unseeded requests "
@@ -233,7 +239,7 @@ def unseeded_independence(ctx: CheckContext, trace: RunTrace) -> Iterator[Findin
         return
     yield Finding(
         status="fail",
-        message=f"{trace.name}: {len(problems)} pairs of unseeded requests share random numbers",
+        message=f"{trace.name}: {plural(len(problems), 'pair')} of unseeded requests share random numbers",
         runs=(trace.name,),
         requests=tuple(sorted(affected)),
         suspects=merge(suspects)

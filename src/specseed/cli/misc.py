@@ -8,9 +8,12 @@ from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from specseed.cli.errors import error_boundary
+from specseed.cli.inputs import FLAG
 from specseed.errors import InputError
 
 out = Console()
@@ -22,7 +25,9 @@ def init(
         str,
         typer.Option("--engine", help="Write the options of this engine (see specseed engines)."),
     ] = "reference",
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", metavar=FLAG, help="Overwrite an existing file.")
+    ] = False,
 ) -> None:
     """Write the default audit configuration as a commented model.yaml.
 
@@ -71,21 +76,14 @@ def checks() -> None:
     """List every check: its stable id, what it means and the defects it targets."""
     from specseed.checks import CHECKS
 
-    table = Table(header_style="bold", show_lines=False)
-    table.add_column("id")
-    table.add_column("kind")
-    table.add_column("meaning")
-    table.add_column("targets")
-    table.add_column("needs")
+    # One block per check, not a four-column table: at 80 columns the table cut ids and
+    # defect names ("draw-ranges-disjoi…"); a block wraps only the prose.
     for spec in CHECKS.values():
-        table.add_row(
-            spec.id,
-            spec.kind,
-            spec.description,
-            ", ".join(spec.targets) or "—",
-            ", ".join(spec.needs),
-        )
-    out.print(table)
+        head = Text.assemble((spec.id, "bold"), f" ({spec.kind})")
+        head.append(" · targets: " + (", ".join(spec.targets) or "—"), style="dim")
+        head.append(" · needs: " + ", ".join(spec.needs), style="dim")
+        out.print(head)
+        out.print(Padding(Text(spec.description), (0, 0, 1, 4)))
     out.print(
         "[dim]needs: the evidence a check reads; where an engine does not expose it, the "
         "check is reported as skip with the reason.[/]"

@@ -6,16 +6,13 @@ must stay light: pydantic and the data modules only, never torch.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from specseed.contracts import CONTRACT_NAMES
+from specseed.contracts import contract_names
 from specseed.defects import DEFECT_IDS
-
-
-def _one_of(kind: str, value: str, known: tuple[str, ...]) -> str:
-    if value not in known:
-        raise ValueError(f"unknown {kind} {value!r}; expected one of: {', '.join(known)}")
-    return value
+from specseed.wording import one_of
 
 
 class ReferenceOptions(BaseModel):
@@ -36,16 +33,23 @@ class ReferenceOptions(BaseModel):
         description="Defect ids to inject on purpose (see `specseed audit --matrix`).",
     )
 
+    sampling_backend: Literal["cpu", "flashinfer"] = Field(
+        "cpu",
+        description="Where sampling and rejection verification run: cpu (specseed's "
+        "flashinfer-exact CPU twins) or flashinfer (its CUDA kernels; needs device: cuda and "
+        "flashinfer-python).",
+    )
+
     @field_validator("rng_profile")
     @classmethod
     def _known_profile(cls, value: str | None) -> str | None:
-        return None if value is None else _one_of("rng profile", value, CONTRACT_NAMES)
+        return None if value is None else one_of("rng profile", value, contract_names())
 
     @field_validator("defects")
     @classmethod
     def _known_defects(cls, value: list[str]) -> list[str]:
         for item in value:
-            _one_of("defect", item, DEFECT_IDS)
+            one_of("defect", item, DEFECT_IDS)
         if len(set(value)) != len(value):
             raise ValueError("a defect is listed twice")
         return value
