@@ -12,10 +12,11 @@ from rich.console import Console
 from specseed.cli.errors import error_boundary
 from specseed.errors import InputError
 
-SERVE_HELP = """Serve the reference engine (its contract and any injected defects from
-MODEL_YAML) over an OpenAI-compatible API: POST /v1/completions (prompt text or token ids;
-seed, temperature, top_k, top_p, max_tokens; token ids with return_token_ids: true or
-detokenize: false), GET /v1/models, GET /health. Concurrent requests share engine steps.
+SERVE_HELP = """Serve the reference engine (its contract and any injected defects
+from MODEL_YAML) over an OpenAI-compatible API: POST /v1/completions (prompt
+text or token ids; seed, temperature, top_k, top_p, max_tokens; token ids with
+return_token_ids: true or detokenize: false), GET /v1/models, GET /health.
+Concurrent requests share engine steps.
 
 [bold]Examples[/]
 
@@ -23,8 +24,9 @@ detokenize: false), GET /v1/models, GET /health. Concurrent requests share engin
   specseed serve model.yaml --port 8000
   SPECSEED_KEY=secret specseed serve --api-key-env SPECSEED_KEY
 
-Listens on loopback unless --host says otherwise. --port 0 takes a free port; the first
-line printed is the URL. Exit codes: 2 bad input, 3 the engine could not load.
+Listens on loopback unless --host says otherwise. --port 0 takes a free port;
+the first line printed is the URL. Exit codes: 2 bad input, 3 the engine could
+not load.
 """
 
 
