@@ -60,6 +60,7 @@ def create_app(
             live.stop()
 
     app = FastAPI(title="specseed serve", version=__version__, lifespan=lifespan)
+    served = {"completions": 0}
 
     def authorize(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
@@ -100,6 +101,7 @@ def create_app(
                 "engine_steps": live.steps,
                 "largest_batch": live.largest_batch,
                 "engine_failures": live.failures,
+                "completions": served["completions"],
             }
         )
 
@@ -146,6 +148,7 @@ def create_app(
 
         live.submit(plan, deliver)
         result = await future
+        served["completions"] += 1
         if result.error is not None:
             raise HTTPException(
                 500, f"the engine failed while serving this request: {result.error}"

@@ -242,3 +242,18 @@ def test_api_key_from_an_env_var_never_reaches_reports_or_traces(
     assert all(secret not in p.read_text() for p in written)
     assert secret not in output
     assert "SPECSEED_TEST_KEY" in (tmp_path / "report.json").read_text()
+
+
+def test_an_audit_sends_exactly_its_planned_requests(tmp_path: Path) -> None:
+    import httpx
+
+    with specseed_serve() as server:
+        started = time.monotonic()
+        code, _, output = _audit(_model_yaml(tmp_path, server.url, ["uptime", "warmup"]))
+        elapsed = time.monotonic() - started
+        served = httpx.get(f"{server.url}/health").json()["completions"]
+    assert code == 0, output
+    # uptime: 3 runs x 3 requests, 5 + 3 prior requests; warmup: 2 runs x 2 requests and one
+    # warmup burst of max_num_requests + 4 = 12. The dialect came from /openapi.json: no probe.
+    assert served == 3 * 3 + 5 + 3 + 2 * 2 + 12
+    assert elapsed < 60
