@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("specseed.results",),
     ("specseed.runner", "specseed.matrix", "specseed.scope"),
     ("specseed.reporting",),
+    ("specseed.server",),
     ("specseed.cli", "specseed.__main__"),
 ]
 

@@ -155,4 +155,4 @@ def test_diffs_never_blame_the_sampler_on_evidence_the_engine_hid() -> None:
     # ... but an engine that exposes neither RNG state nor logits gets no such verdict.
     hidden = replace(left.header, observability=TOKENS_ONLY)
     diff = stream_diff(replace(left, header=hidden), replace(right, header=hidden), "r0")
-    assert diff is not None and diff.attribution == "unobserved" and diff.position == 2
+    assert diff is not None and diff.attribution == "tokens-only" and diff.position == 2

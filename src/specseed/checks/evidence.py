@@ -190,7 +190,12 @@ def _within_observed(attribution: Attribution, left: RunTrace, right: RunTrace) 
         return "logits"
     if rng:
         return "logits-unobserved"
-    return "unobserved"
+    return "tokens-only"
+
+
+def _tokens_only(trace: RunTrace) -> bool:
+    seen = trace.header.observability
+    return seen.rng_state is None and not seen.logits
 
 
 def stream_diff(
@@ -206,6 +211,17 @@ def stream_diff(
     position = first_divergence(left_tokens, right_tokens)
     if position is None:
         return None
+    if _tokens_only(left) and _tokens_only(right):
+        # Nothing but tokens to compare: say so rather than "same state, same logits".
+        return TokenDiff(
+            request=request,
+            position=position,
+            window_start=max(0, position - DIFF_CONTEXT),
+            left=_side(left.name, left_tokens, [], position),
+            right=_side(right.name, right_tokens, [], position),
+            attribution="tokens-only",
+            right_request=right_request,
+        )
     left_side = _side(left.name, left_tokens, emission_map(left, request), position)
     right_side = _side(right.name, right_tokens, emission_map(right, other), position)
     first = first_state_difference(

@@ -17,7 +17,7 @@ FAILING: frozenset[str] = frozenset({"fail", "error"})
 """Statuses that make the audit exit 1."""
 
 Attribution = Literal[
-    "rng-state", "logits", "rng-state-and-logits", "sampler", "logits-unobserved", "unobserved"
+    "rng-state", "logits", "rng-state-and-logits", "sampler", "logits-unobserved", "tokens-only"
 ]
 ATTRIBUTION_TEXT: dict[str, str] = {
     "rng-state": "RNG state differs",
@@ -26,7 +26,7 @@ ATTRIBUTION_TEXT: dict[str, str] = {
     "sampler": "same RNG state and logits, yet different token (sampler defect)",
     "logits-unobserved": "same RNG state; the engine does not expose logits (numerics or "
     "the sampler)",
-    "unobserved": "cause not observable: the engine exposes neither RNG state nor logits",
+    "tokens-only": "tokens differ; the engine exposes neither RNG state nor logits",
 }
 
 

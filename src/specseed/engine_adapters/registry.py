@@ -100,6 +100,23 @@ BUILTIN_ENGINES: tuple[EngineInfo, ...] = (
         requires=("tensorrt_llm",),
         install="pip install tensorrt-llm --extra-index-url https://pypi.nvidia.com",
     ),
+    EngineInfo(
+        name="openai",
+        adapter="specseed.engine_adapters.openai.adapter:OpenAIEngine",
+        summary="any OpenAI-compatible server over HTTP (vllm serve, trtllm-serve, SGLang, "
+        "a gateway, specseed serve)",
+        observability=Observability(
+            steps=False,
+            rng_state=None,
+            drafts=False,
+            logits=False,
+            notes="token ids only, over HTTP; batches are whatever the server makes of "
+            "concurrent requests",
+        ),
+        options="specseed.engine_adapters.openai.options:OpenAIOptions",
+        requires=("httpx",),
+        install="pip install 'specseed[http]'",
+    ),
 )
 
 
