@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from rich.console import Console, Group, RenderableType
 from rich.markup import escape
@@ -52,7 +53,8 @@ STATUS_STYLE = {
 _SEVERITY = {"fail": 4, "error": 3, "known-limitation": 2, "pass": 1, "skip": 0}
 MAX_OFFSET_ROWS = 12
 MAX_OFFSET_TABLES = 2
-MAX_DIFFS_SHOWN = 3
+MAX_DIFFS_SHOWN = 1
+"""Diffs of a finding shown in full; the others get one line each."""
 
 
 def fmt_u64(value: int | None) -> str:
@@ -331,10 +333,8 @@ def render_finding(finding: Finding) -> Group:
     for diff in finding.diffs[:MAX_DIFFS_SHOWN]:
         parts.append(Text(""))
         parts.append(render_diff(diff))
-    if len(finding.diffs) > MAX_DIFFS_SHOWN:
-        parts.append(
-            Text(f"… {len(finding.diffs) - MAX_DIFFS_SHOWN} more diffs in --json", style="dim")
-        )
+    for diff in finding.diffs[MAX_DIFFS_SHOWN:]:
+        parts.append(Text(f"  {_diff_line(diff)}", style="dim"))
     if finding.offsets:
         parts.append(Text(""))
         parts.append(render_offsets(finding.offsets))
@@ -342,8 +342,113 @@ def render_finding(finding: Finding) -> Group:
     return Group(*parts)
 
 
-def render_report(result: AuditResult, console: Console, exit_code: int) -> None:
-    """Print the whole report."""
+def _diff_line(diff: TokenDiff) -> str:
+    right = f" ({diff.right_request})" if diff.right_request else ""
+    return (
+        f"{diff.request} first diverges at token {diff.position} ({diff.left.run} vs "
+        f"{diff.right.run}{right}): {ATTRIBUTION_TEXT[diff.attribution]}"
+    )
+
+
+def findings_grid(findings: Sequence[Finding]) -> Table:
+    """Failing findings one line each: status and check, then scenario and message."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    for finding in findings:
+        style = "bold red" if finding.status == "fail" else "bold magenta"
+        grid.add_row(
+            Text.assemble("  ", (finding.status.upper(), style), " ", (finding.check, "bold")),
+            f"{finding.scenario}: {finding.message}",
+        )
+    return grid
+
+
+@dataclass(frozen=True)
+class RootCause:
+    """Failing findings that point at the same suspect defect (or, without a suspect, come
+    from the same check)."""
+
+    defect: str | None
+    check: str
+    """The check, when there is no suspect."""
+    findings: tuple[Finding, ...]
+
+    @property
+    def label(self) -> str:
+        return self.defect or f"no suspect ({self.check})"
+
+    @property
+    def scenarios(self) -> list[str]:
+        return sorted({f.scenario for f in self.findings})
+
+    @property
+    def requests(self) -> set[tuple[str, str]]:
+        return {(f.scenario, r) for f in self.findings for r in f.requests}
+
+    @property
+    def checks(self) -> list[str]:
+        return list(dict.fromkeys(f.check for f in self.findings))
+
+    @property
+    def why(self) -> str:
+        for finding in self.findings:
+            for suspect in finding.suspects:
+                if suspect.defect == self.defect:
+                    return suspect.why
+        return self.findings[0].message
+
+    @property
+    def lead(self) -> Finding:
+        """The clearest finding: a token diff blamed on the RNG state, earliest divergence,
+        then any diff, then an offset table, then the rest."""
+
+        def rank(finding: Finding) -> tuple[int, int, int]:
+            if finding.diffs:
+                best = min(finding.diffs, key=lambda d: d.position)
+                return (0 if best.attribution == "rng-state" else 1, best.position, 0)
+            return (2 if finding.offsets else 3, 0, len(finding.details))
+
+        return min(self.findings, key=rank)
+
+
+def root_causes(findings: Sequence[Finding]) -> list[RootCause]:
+    """Failing findings grouped by their first suspect (by check where there is none),
+    largest group first."""
+    groups: dict[tuple[str | None, str], list[Finding]] = defaultdict(list)
+    for finding in findings:
+        if finding.status not in ("fail", "error"):
+            continue
+        defect = finding.suspects[0].defect if finding.suspects else None
+        groups[(defect, "" if defect else finding.check)].append(finding)
+    causes = [RootCause(d, c, tuple(fs)) for (d, c), fs in groups.items()]
+    return sorted(causes, key=lambda c: (c.defect is None, -len(c.findings)))
+
+
+def render_root_causes(causes: Sequence[RootCause]) -> Group:
+    """One line per root cause, with what it affects, and the evidence of its suspect."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold red", no_wrap=True)
+    grid.add_column()
+    for cause in causes:
+        scenarios, requests, n = len(cause.scenarios), len(cause.requests), len(cause.findings)
+        grid.add_row(
+            cause.label,
+            Text.assemble(
+                f"{n} failing finding{'s' if n != 1 else ''}, {scenarios} "
+                f"scenario{'s' if scenarios != 1 else ''}, {requests} "
+                f"request{'s' if requests != 1 else ''} ({', '.join(cause.checks)})\n",
+                (cause.why, "dim"),
+            ),
+        )
+    title = Text(f"Root causes ({len(causes)}), by suspect defect:", style="bold")
+    return Group(title, grid)
+
+
+def render_report(
+    result: AuditResult, console: Console, exit_code: int, *, summary: bool = False
+) -> None:
+    """Print the whole report (``summary``: the verdict table and root causes only)."""
     engine = result.config.engine
     options = "".join(
         f", {key} {', '.join(map(str, value)) if isinstance(value, list) else value}"
@@ -359,8 +464,19 @@ def render_report(result: AuditResult, console: Console, exit_code: int) -> None
     console.print(verdict_table(result))
     console.print(_legend(result))
     failing = [f for f in result.findings if f.status in ("fail", "error")]
-    for finding in failing:
-        console.print(render_finding(finding))
+    causes = root_causes(failing)
+    if causes:
+        console.print(render_root_causes(causes))
+        console.print()
+    for cause in causes if not summary else ():
+        console.print(render_finding(cause.lead))
+        others = [f for f in cause.findings if f is not cause.lead]
+        if others:
+            console.print(Text(f"Also pointing at {cause.label}:", style="bold"))
+            console.print(findings_grid(others))
+            console.print()
+    if any(len(c.findings) > 1 or c.lead.diffs[1:] for c in causes):
+        console.print(Text("Every finding, with all its diffs and offsets, is in --json.", style="dim"))
     limitations = [f for f in result.findings if f.status == "known-limitation"]
     if limitations:
         console.print(
@@ -444,10 +560,12 @@ def render_matrix(matrix: MatrixResult, console: Console) -> None:
 
 
 class ConsoleReporter(Reporter):
-    """The Rich terminal report; with ``progress``, a progress bar on stderr while it runs."""
+    """The Rich terminal report; with ``progress``, a progress bar on stderr while it runs;
+    with ``summary``, only the verdict table and the root causes."""
 
-    def __init__(self, out: Console, err: Console, *, progress: bool) -> None:
+    def __init__(self, out: Console, err: Console, *, progress: bool, summary: bool = False) -> None:
         self.out = out
+        self.summary = summary
         self.progress = AuditProgress(err) if progress else None
 
     def __enter__(self) -> ConsoleReporter:
@@ -464,4 +582,4 @@ class ConsoleReporter(Reporter):
             self.progress(event)
 
     def finish(self, result: AuditResult, exit_code: int) -> None:
-        render_report(result, self.out, exit_code)
+        render_report(result, self.out, exit_code, summary=self.summary)
