@@ -18,8 +18,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("specseed.engine_adapters",),
     ("specseed.scenarios",),
     ("specseed.checks",),
-    ("specseed.results",),
-    ("specseed.runner", "specseed.matrix"),
+    ("specseed.results", "specseed.bundle", "specseed.trace_diff"),
+    ("specseed.runner", "specseed.matrix", "specseed.replay", "specseed.minimize"),
     ("specseed.reporting",),
     ("specseed.cli", "specseed.__main__"),
 ]

@@ -48,6 +48,7 @@ from specseed.errors import InputError, ScenarioError
 from specseed.results import AuditEvent, AuditResult, ScenarioChecked, ScenarioResult
 from specseed.scenarios.loader import (
     LoadedScenario,
+    engine_options,
     library_text,
     parse_audit_config,
     parse_scenario,
@@ -294,6 +295,8 @@ def resolved_model_yaml(config: AuditConfig, scenario_names: Sequence[str], base
     """model.yaml as the audit resolved it: checkpoint paths absolute, scenarios pointing at
     the bundle's own copies, secrets removed."""
     data = config.model_dump(mode="json")
+    # Every option with its value, defaults included: another version may default otherwise.
+    data["engine"]["options"] = engine_options(config, MODEL).model_dump(mode="json")
     for key in ("checkpoint", "draft_checkpoint"):
         value = data["engine"].get(key)
         if value is not None and not Path(value).is_absolute():
@@ -382,7 +385,9 @@ class BundleWriter:
         return _ScrubbingTraceWriter(self.root / scenario / f"{run}.jsonl")
 
     def _add_environment(self, engine_env: Mapping[str, str]) -> None:
-        merged = {**self._environment, **{k: str(v) for k, v in scrub(dict(engine_env)).items()}}
+        # Again now that the engine has loaded (torch imported: CUDA and GPU are known).
+        engine = {k: str(v) for k, v in scrub(dict(engine_env)).items()}
+        merged = {**self._environment, **host_environment(), **engine}
         if merged != self._environment:
             self._environment = merged
             write_atomic(self.root / ENVIRONMENT, _json(merged))
