@@ -193,10 +193,29 @@ def _fix_references(d: ScenarioDict) -> ScenarioDict | None:
     return d
 
 
-def _candidates(d: ScenarioDict, target: Target) -> Iterator[tuple[str, ScenarioDict | None]]:
-    """Smaller variants of ``d``: shorter requests first (every later audit gets cheaper),
-    then the biggest structural cuts."""
+def _candidates(
+    d: ScenarioDict, target: Target, evidence: Finding
+) -> Iterator[tuple[str, ScenarioDict | None]]:
+    """Smaller variants of ``d``, the cuts the failing finding suggests first (only its
+    affected requests; tokens up to its first divergence), then shorter requests (every later
+    audit gets cheaper), then one structural cut at a time."""
     scenario = Scenario.model_validate(d)
+    focus = [r for r in evidence.requests if r in d["requests"]]
+    for keep_only in (focus, focus[:1]):
+        if keep_only and len(keep_only) < len(d["requests"]):
+            c = copy.deepcopy(d)
+            c["requests"] = {k: v for k, v in c["requests"].items() if k in keep_only}
+            yield f"keep only the affected request(s) {', '.join(keep_only)}", _fix_references(c)
+        if len(focus) == 1:
+            break
+    if evidence.diffs:
+        last = max(diff.position for diff in evidence.diffs) + 1
+        if any(scenario.resolved_request(r).max_tokens > last for r in d["requests"]):
+            c = copy.deepcopy(d)
+            for name in c["requests"]:
+                current = scenario.resolved_request(name).max_tokens
+                c["requests"][name]["max_tokens"] = min(current, last)
+            yield f"max_tokens cut to the divergence ({last})", c
     longest = max(scenario.resolved_request(r).max_tokens for r in d["requests"])
     if longest > 1:
         c = copy.deepcopy(d)
@@ -302,6 +321,7 @@ def minimize(
                 f"scenario {scenario.name}: {target.describe()} does not fail on this engine: "
                 "nothing to minimize"
             )
+        evidence = next(f for f in failing if target.matches(f))
         current = scenario.model_dump(mode="json", exclude_unset=True)
         steps: list[str] = []
         refused: set[str] = set()
@@ -309,7 +329,7 @@ def minimize(
         changed = True
         while changed and audits < max_audits:
             changed = False
-            for description, candidate in _candidates(current, target):
+            for description, candidate in _candidates(current, target, evidence):
                 if audits >= max_audits:
                     break
                 if candidate is None or description in refused:
@@ -322,12 +342,16 @@ def minimize(
                     continue
                 result = _audit(config, parsed, base_dir, engine)
                 audits += 1
-                kept = result is not None and any(target.matches(f) for f in result.findings)
+                match = next(
+                    (f for f in (result.findings if result else []) if target.matches(f)), None
+                )
+                kept = match is not None
                 if on_step is not None:
                     on_step(audits, description, kept)
-                if not kept and description.startswith("drop"):
+                if not kept and description.startswith(("drop", "keep only", "max_tokens cut")):
                     refused.add(description)
-                if kept:
+                if match is not None:
+                    evidence = match
                     current = parsed.model_dump(mode="json", exclude_unset=True)
                     steps.append(description)
                     changed = True

@@ -106,21 +106,20 @@ def report(
         --body-file issue.md
     """
     from specseed.bundle import read_bundle
+    from specseed.replay import recheck
     from specseed.reporting.issue import build_issue, render_issue_json, render_markdown
-    from specseed.runner import evaluate
 
     with error_boundary():
         if fmt not in ("markdown", "json"):
             raise InputError(f"--format {fmt}: unknown format", hint="markdown or json")
         loaded = read_bundle(bundle)
+        rechecked = None
         findings = []
         for item in loaded.scenarios:
-            # A bundle cut short may lack a scenario's findings: check what was recorded.
             recorded = item.findings
-            if recorded is None:
-                recorded = tuple(
-                    evaluate(item.scenario, item.traces, loaded.contract, loaded.config.checks.skip)
-                )
+            if recorded is None:  # cut short before its checks ran: check what was recorded
+                rechecked = rechecked or recheck(loaded)
+                recorded = tuple(f for f in rechecked.findings if f.scenario == item.name)
             findings.extend(recorded)
         issue = build_issue(loaded, findings)
         text = render_markdown(issue) if fmt == "markdown" else render_issue_json(issue)
