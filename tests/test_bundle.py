@@ -25,6 +25,7 @@ from specseed.bundle import (
     scrub_text,
 )
 from specseed.checks.findings import FAILING
+from specseed.cli.app import app
 from specseed.defects import DEFECT_IDS
 from specseed.engine_adapters.base import EngineAdapter
 from specseed.errors import InputError
@@ -33,7 +34,6 @@ from specseed.results import AuditEvent, RunStarted
 from specseed.runner import base_settings, create_adapter, plan_audit, run_audit
 from specseed.scenarios.loader import library_names, load_library_scenario
 from specseed.scenarios.schema import AuditConfig, EngineConfig
-from specseed.cli.app import app
 
 cli = CliRunner()
 
@@ -53,12 +53,19 @@ def config_for(defects: list[str], scenario: str) -> AuditConfig:
 
 
 def record(
-    root: Path, config: AuditConfig, adapter: EngineAdapter, on_event=None  # type: ignore[no-untyped-def]
+    root: Path,
+    config: AuditConfig,
+    adapter: EngineAdapter,
+    on_event=None,  # type: ignore[no-untyped-def]
 ) -> int:
     planned = plan_audit(config, Path.cwd())
     writer = BundleWriter(root)
-    writer.start(config, [(p.loaded, [r.run for r in p.plans]) for p in planned], Path.cwd(),
-                 ["audit", "model.yaml", "--bundle", str(root)])
+    writer.start(
+        config,
+        [(p.loaded, [r.run for r in p.plans]) for p in planned],
+        Path.cwd(),
+        ["audit", "model.yaml", "--bundle", str(root)],
+    )
 
     def events(event: AuditEvent) -> None:
         writer.on_event(event)
@@ -66,7 +73,11 @@ def record(
             on_event(event)
 
     result = run_audit(
-        config, planned, Path.cwd(), adapter=adapter, on_event=events,
+        config,
+        planned,
+        Path.cwd(),
+        adapter=adapter,
+        on_event=events,
         trace_writer=writer.trace_writer,
     )
     exit_code = 1 if result.verdict == "fail" else 0
@@ -104,13 +115,16 @@ def test_check_reproduces_the_recorded_findings_without_an_engine(
 ) -> None:
     bundle = read_bundle(bundles[profile])
     assert bundle.complete and not bundle.notes
-    recorded = [(f.check, f.status, tuple(s.defect for s in f.suspects))
-                for s in bundle.scenarios for f in s.findings or ()]
-    again = [(f.check, f.status, tuple(s.defect for s in f.suspects))
-             for f in recheck(bundle).findings]
+    recorded = [
+        (f.check, f.status, tuple(s.defect for s in f.suspects))
+        for s in bundle.scenarios
+        for f in s.findings or ()
+    ]
+    again = [
+        (f.check, f.status, tuple(s.defect for s in f.suspects)) for f in recheck(bundle).findings
+    ]
     assert recorded == again
-    result = cli.invoke(app, ["check", str(bundles[profile]), "--summary"],
-                        env={"COLUMNS": "80"})
+    result = cli.invoke(app, ["check", str(bundles[profile]), "--summary"], env={"COLUMNS": "80"})
     failing = any(status in FAILING for _, status, _ in recorded)
     assert result.exit_code == (1 if failing else 0), result.output
     if profile not in ("none", "biased-acceptance"):
@@ -130,8 +144,13 @@ def test_report_is_an_issue_body_naming_the_suspect(bundles: dict[str, Path], pr
         assert data["verdict"] == "pass" and "every invariant holds" in data["title"]
         return
     assert profile in data["title"] and data["check"] in data["title"]
-    for section in ("### Expected vs observed", "### Suspects", "### First divergence",
-                    "```yaml", f"**{profile}**"):
+    for section in (
+        "### Expected vs observed",
+        "### Suspects",
+        "### First divergence",
+        "```yaml",
+        f"**{profile}**",
+    ):
         assert section in body, section
     assert data["scenario_yaml"].startswith(("name:", "#"))
 
@@ -145,10 +164,15 @@ def test_replay_on_the_same_engine_reproduces_and_diff_agrees(
     writer = BundleWriter(again)
     from specseed.bundle import recorded_scenarios
 
-    writer.start(bundle.config, [(s, [r.name for r in s.scenario.runs])
-                                 for s in recorded_scenarios(bundle)], bundle.root, ["replay"])
-    result = replay(bundle, adapter=adapter, on_event=writer.on_event,
-                    trace_writer=writer.trace_writer)
+    writer.start(
+        bundle.config,
+        [(s, [r.name for r in s.scenario.runs]) for s in recorded_scenarios(bundle)],
+        bundle.root,
+        ["replay"],
+    )
+    result = replay(
+        bundle, adapter=adapter, on_event=writer.on_event, trace_writer=writer.trace_writer
+    )
     writer.finish(result.audit, 0)
     assert not result.diff.differs, [r for r in result.diff.requests if r.differs][:3]
     assert result.diff.counts()["equal"] == len(result.diff.requests) > 0
@@ -166,16 +190,24 @@ def test_diff_against_the_defect_free_engine_finds_where_it_diverges(
     result = cli.invoke(app, ["diff", str(bundles[profile]), str(clean)], env={"COLUMNS": "80"})
     assert result.exit_code == 1, result.output
     assert "DIFFER" in result.output
-    assert "diverged at token" in result.output or "RNG differs" in result.output or (
-        "missing in" in result.output  # warmup-overflow: the crashed run has no output
+    assert (
+        "diverged at token" in result.output
+        or "RNG differs" in result.output
+        or (
+            "missing in" in result.output  # warmup-overflow: the crashed run has no output
+        )
     )
     assert max(len(line) for line in result.output.splitlines()) <= 80
 
 
 def test_an_engine_crash_keeps_its_full_stack_trace(bundles: dict[str, Path]) -> None:
     bundle = read_bundle(bundles["warmup-overflow"])
-    failures = [t.end.failure for s in bundle.scenarios for t in s.traces.values()
-                if t.end.failure is not None]
+    failures = [
+        t.end.failure
+        for s in bundle.scenarios
+        for t in s.traces.values()
+        if t.end.failure is not None
+    ]
     assert failures
     assert failures[0].traceback.startswith("Traceback (most recent call last)")
     assert failures[0].exception in failures[0].traceback
@@ -190,8 +222,12 @@ def test_bundle_holds_manifest_model_scenarios_and_environment(bundles: dict[str
     assert manifest["scenarios"][0]["source"] == f"builtin:{name}"
     # The library scenario's full text, so the bundle replays under another specseed.
     text = (root / name / "scenario.yaml").read_text()
-    assert text == (Path(__file__).parents[1] / "src/specseed/scenarios/library" /
-                    f"{name}.yaml").read_text()
+    assert (
+        text
+        == (
+            Path(__file__).parents[1] / "src/specseed/scenarios/library" / f"{name}.yaml"
+        ).read_text()
+    )
     assert f"{name}/scenario.yaml" in (root / "model.yaml").read_text()
     environment = json.loads((root / "environment.json").read_text())
     assert {"specseed", "python", "torch", "cuda", "device"} <= set(environment)
@@ -226,7 +262,9 @@ def test_an_interrupted_audit_leaves_a_bundle_that_reads_and_says_so(
     assert report.exit_code == 0 and "[!WARNING]" in report.output
 
 
-def test_a_trace_cut_mid_line_is_read_up_to_the_cut(bundles: dict[str, Path], tmp_path: Path) -> None:
+def test_a_trace_cut_mid_line_is_read_up_to_the_cut(
+    bundles: dict[str, Path], tmp_path: Path
+) -> None:
     root = tmp_path / "b"
     shutil.copytree(bundles["row0-seed"], root)
     trace = next(root.glob("*/*.jsonl"))
@@ -242,7 +280,7 @@ def _fails_cleanly(args: list[str], message: str) -> None:
     result = cli.invoke(app, args)
     assert result.exit_code == 2, result.output
     assert message in result.output, result.output
-    assert "Traceback" not in result.output and result.exception is None or isinstance(
+    assert ("Traceback" not in result.output and result.exception is None) or isinstance(
         result.exception, SystemExit
     )
 
@@ -267,8 +305,9 @@ def test_foreign_and_damaged_bundles_are_exit_2(bundles: dict[str, Path], tmp_pa
     lines = trace.read_text().splitlines()
     trace.write_text("\n".join([lines[0], "{not json", *lines[1:]]) + "\n")
     _fails_cleanly(["check", str(root)], "not a readable specseed trace")
-    _fails_cleanly(["diff", str(bundles["none"]), str(tmp_path / "nowhere")],
-                   "no such bundle directory")
+    _fails_cleanly(
+        ["diff", str(bundles["none"]), str(tmp_path / "nowhere")], "no such bundle directory"
+    )
 
 
 def test_refuses_to_write_a_bundle_into_a_directory_holding_other_files(tmp_path: Path) -> None:
@@ -289,8 +328,16 @@ def test_secrets_are_removed(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "env.VLLM_API_KEY" not in environment
     assert "sk-live" not in json.dumps(environment)
     assert scrub({"api_key": "x", "max_tokens": 3, "hf_token": "y"}) == {
-        "api_key": "<removed>", "max_tokens": 3, "hf_token": "<removed>"}
+        "api_key": "<removed>",
+        "max_tokens": 3,
+        "hf_token": "<removed>",
+    }
     assert scrub_command(["audit", "--api-key", "abc", "--token=def", "m.yaml"]) == [
-        "audit", "--api-key", "<removed>", "--token=<removed>", "m.yaml"]
+        "audit",
+        "--api-key",
+        "<removed>",
+        "--token=<removed>",
+        "m.yaml",
+    ]
     text = scrub_text("Authorization: Bearer eyJhbGciOi.x OPENAI_API_KEY=sk-abcdefghijklmnopqrst")
     assert "eyJ" not in text and "sk-abc" not in text

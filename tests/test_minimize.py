@@ -15,10 +15,10 @@ from specseed.defects import DEFECT_IDS
 from specseed.engine_adapters.base import EngineAdapter
 from specseed.errors import InputError
 from specseed.minimize import minimize, scenario_yaml, size_of
-from specseed.runner import base_settings, create_adapter, plan_run, run_audit, PlannedScenario
+from specseed.results import AuditResult
+from specseed.runner import PlannedScenario, base_settings, create_adapter, plan_run, run_audit
 from specseed.scenarios.loader import LoadedScenario, load_library_scenario, parse_scenario
-from specseed.scenarios.schema import AuditConfig, EngineConfig
-
+from specseed.scenarios.schema import AuditConfig, EngineConfig, Scenario
 from tests.test_bundle import scenario_for
 
 TARGETED = [d for d in DEFECT_IDS if any(d in spec.targets for spec in CHECKS.values())]
@@ -49,20 +49,28 @@ def test_minimizer_shrinks_each_matrix_case_keeping_the_same_finding(
     # The written YAML is a valid scenario that, audited afresh, still shows the finding.
     minimal = parse_scenario(result.yaml_text("builtin"), "minimal.yaml")
     assert minimal == result.minimal
-    base = base_settings(config(defect), Path.cwd())
-    planned = [PlannedScenario(LoadedScenario(minimal, "minimal.yaml"),
-                               tuple(plan_run(minimal, run, base) for run in minimal.runs))]
-    audit = run_audit(config(defect), planned, Path.cwd(), adapter=adapter)
+    audit = audit_of(minimal, config(defect), adapter)
     assert any(result.target.matches(f) for f in audit.findings)
     # ... and it is the defect that makes it fail: without it the minimal scenario passes.
-    clean = run_audit(config(None), planned, Path.cwd(), adapter=adapter)
+    clean = audit_of(minimal, config(None), adapter)
     assert not [f for f in clean.findings if f.status in FAILING]
+
+
+def audit_of(scenario: Scenario, settings: AuditConfig, adapter: EngineAdapter) -> AuditResult:
+    base = base_settings(settings, Path.cwd())
+    plans = tuple(plan_run(scenario, run, base) for run in scenario.runs)
+    planned = [PlannedScenario(LoadedScenario(scenario, "minimal.yaml"), plans)]
+    return run_audit(settings, planned, Path.cwd(), adapter=adapter)
 
 
 def test_a_passing_scenario_is_not_minimized(adapter: EngineAdapter) -> None:
     with pytest.raises(InputError, match="does not fail"):
-        minimize(config(None), load_library_scenario("distinct-seeds").scenario, Path.cwd(),
-                 adapter=adapter)
+        minimize(
+            config(None),
+            load_library_scenario("distinct-seeds").scenario,
+            Path.cwd(),
+            adapter=adapter,
+        )
 
 
 def test_the_audit_budget_is_respected(adapter: EngineAdapter) -> None:

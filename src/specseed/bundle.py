@@ -570,7 +570,9 @@ def read_bundle(path: Path) -> Bundle:
         ) from None
     environment = {}
     if (root / ENVIRONMENT).is_file():
-        environment = {str(k): str(v) for k, v in _read_json(root / ENVIRONMENT, "environment").items()}
+        environment = {
+            str(k): str(v) for k, v in _read_json(root / ENVIRONMENT, "environment").items()
+        }
     scenarios = []
     for entry in manifest["scenarios"]:
         try:

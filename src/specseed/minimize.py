@@ -90,7 +90,9 @@ class Size:
 
 
 def size_of(scenario: Scenario) -> Size:
-    tokens = sum(scenario.resolved_request(r).max_tokens for run in scenario.runs for r in run.requests)
+    tokens = sum(
+        scenario.resolved_request(r).max_tokens for run in scenario.runs for r in run.requests
+    )
     return Size(
         requests=len(scenario.requests),
         runs=len(scenario.runs),
@@ -128,7 +130,10 @@ def _flat(value: Any) -> bool:
     if isinstance(value, list):
         return all(not isinstance(v, (list, dict)) for v in value)
     if isinstance(value, dict):
-        return all(not isinstance(v, dict) and _flat(v) if isinstance(v, list) else not isinstance(v, dict) for v in value.values())
+        return all(
+            not isinstance(v, dict) and _flat(v) if isinstance(v, list) else not isinstance(v, dict)
+            for v in value.values()
+        )
     return True
 
 
@@ -249,7 +254,9 @@ def _candidates(
                 yield f"{run['name']}: prior traffic {prior['requests'] // 2} requests", c
             if prior.get("max_tokens", 8) > 1:
                 c = copy.deepcopy(d)
-                c["runs"][i]["prior_traffic"]["max_tokens"] = max(1, prior.get("max_tokens", 8) // 2)
+                c["runs"][i]["prior_traffic"]["max_tokens"] = max(
+                    1, prior.get("max_tokens", 8) // 2
+                )
                 yield f"{run['name']}: prior traffic shorter", c
         warmup = run.get("warmup") or []
         for j, size in enumerate(warmup):

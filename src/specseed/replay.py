@@ -85,7 +85,9 @@ def replay(
         config, base_dir = bundle.config, bundle.root
     base = base_settings(config, base_dir)
     planned = [
-        PlannedScenario(loaded, tuple(plan_run(loaded.scenario, run, base) for run in loaded.scenario.runs))
+        PlannedScenario(
+            loaded, tuple(plan_run(loaded.scenario, run, base) for run in loaded.scenario.runs)
+        )
         for loaded in recorded_scenarios(bundle)
     ]
     audit = run_audit(

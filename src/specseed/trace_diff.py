@@ -98,7 +98,9 @@ def _rng_pairs(
     return first, tuple(pairs[first : first + RNG_CONTEXT])
 
 
-def compare_runs(scenario: str, run: str, left: RunTrace, right: RunTrace) -> list[RequestComparison]:
+def compare_runs(
+    scenario: str, run: str, left: RunTrace, right: RunTrace
+) -> list[RequestComparison]:
     out = []
     names = list(left.end.outputs) + [r for r in right.end.outputs if r not in left.end.outputs]
     for request in names:

@@ -46,7 +46,8 @@ def check(
     contract: Annotated[
         str | None,
         typer.Option(
-            "--contract", help="Hold the engine to this contract (default: the audit's).",
+            "--contract",
+            help="Hold the engine to this contract (default: the audit's).",
             metavar="NAME",
         ),
     ] = None,
@@ -69,9 +70,9 @@ def check(
     Exit codes: 0 every invariant holds, 1 a violation, 2 not a readable bundle.
     """
     from specseed.bundle import read_bundle
+    from specseed.replay import recheck
     from specseed.reporting.console import render_report
     from specseed.reporting.json_report import render_json
-    from specseed.replay import recheck
 
     console = Console(stderr=json_path is not None and str(json_path) == "-")
     with error_boundary():
@@ -106,6 +107,7 @@ def report(
         --body-file issue.md
     """
     from specseed.bundle import read_bundle
+    from specseed.checks.findings import Finding
     from specseed.replay import recheck
     from specseed.reporting.issue import build_issue, render_issue_json, render_markdown
 
@@ -114,7 +116,7 @@ def report(
             raise InputError(f"--format {fmt}: unknown format", hint="markdown or json")
         loaded = read_bundle(bundle)
         rechecked = None
-        findings = []
+        findings: list[Finding] = []
         for item in loaded.scenarios:
             recorded = item.findings
             if recorded is None:  # cut short before its checks ran: check what was recorded
@@ -129,9 +131,7 @@ def report(
 def diff(
     a: Annotated[Path, typer.Argument(help="The first bundle.", metavar="A", show_default=False)],
     b: Annotated[Path, typer.Argument(help="The second bundle.", metavar="B", show_default=False)],
-    show_all: Annotated[
-        bool, typer.Option("--all", help="List equal requests too.")
-    ] = False,
+    show_all: Annotated[bool, typer.Option("--all", help="List equal requests too.")] = False,
 ) -> None:
     """Compare two bundles request by request (two engine versions, two machines): equal,
     diverged at token n, or missing; RNG states side by side where they differ.
@@ -139,8 +139,8 @@ def diff(
     Exit codes: 0 the recordings agree, 1 they differ, 2 not a readable bundle.
     """
     from specseed.bundle import read_bundle
-    from specseed.reporting.recording_diff import render_recording_diff
     from specseed.replay import recordings
+    from specseed.reporting.recording_diff import render_recording_diff
     from specseed.trace_diff import compare_recordings
 
     with error_boundary():
@@ -160,8 +160,7 @@ def replay(
         Path | None,
         typer.Option(
             "--model",
-            help="Use this model.yaml's engine (its scenarios are ignored); default: the "
-            "bundle's.",
+            help="Use this model.yaml's engine (its scenarios are ignored); default: the bundle's.",
             metavar="MODEL_YAML",
         ),
     ] = None,
@@ -178,9 +177,9 @@ def replay(
     engine could not run.
     """
     from specseed.bundle import BundleWriter, read_bundle
+    from specseed.replay import replay as run_replay
     from specseed.reporting.console import render_report
     from specseed.reporting.recording_diff import render_recording_diff
-    from specseed.replay import replay as run_replay
 
     with error_boundary(runs_engine=True):
         loaded = read_bundle(bundle)
@@ -233,28 +232,33 @@ def minimize(
     target: Annotated[
         Path,
         typer.Argument(
-            help="A bundle directory, or a model.yaml.", metavar="BUNDLE|MODEL_YAML",
+            help="A bundle directory, or a model.yaml.",
+            metavar="BUNDLE|MODEL_YAML",
             show_default=False,
         ),
     ],
     scenario: Annotated[
         str | None,
         typer.Option(
-            "--scenario", "-s", help="The scenario to shrink (default: the first failing).",
+            "--scenario",
+            "-s",
+            help="The scenario to shrink (default: the first failing).",
             metavar="NAME",
         ),
     ] = None,
     check_id: Annotated[
         str | None,
         typer.Option(
-            "--check", help="Keep this check failing (default: the clearest failing finding).",
+            "--check",
+            help="Keep this check failing (default: the clearest failing finding).",
             metavar="ID",
         ),
     ] = None,
     output: Annotated[
         Path | None,
         typer.Option(
-            "--output", "-o",
+            "--output",
+            "-o",
             help="Write the minimal scenario here (default: BUNDLE/<scenario>/minimal.yaml, "
             "or <scenario>.min.yaml for a model.yaml).",
         ),
@@ -292,7 +296,9 @@ def minimize(
         else:
             config = load_audit_config(target)
             base_dir = target.parent
-            candidates = {p.scenario.name: p.loaded for p in plan_audit(config, base_dir, str(target))}
+            candidates = {
+                p.scenario.name: p.loaded for p in plan_audit(config, base_dir, str(target))
+            }
             if scenario is None and len(candidates) == 1:
                 scenario = next(iter(candidates))
         if scenario is None:
@@ -302,7 +308,8 @@ def minimize(
             )
         if scenario not in candidates:
             raise InputError(
-                f"--scenario {scenario}: not in {target}", hint=f"scenarios: {', '.join(candidates)}"
+                f"--scenario {scenario}: not in {target}",
+                hint=f"scenarios: {', '.join(candidates)}",
             )
         chosen = candidates[scenario].scenario
         goal = target_of(wanted) if wanted is not None else None

@@ -415,7 +415,9 @@ def render_report(
             console.print(findings_grid(others))
             console.print()
     if any(len(c.findings) > 1 or c.lead.diffs[1:] for c in causes):
-        console.print(Text("Every finding, with all its diffs and offsets, is in --json.", style="dim"))
+        console.print(
+            Text("Every finding, with all its diffs and offsets, is in --json.", style="dim")
+        )
     limitations = [f for f in result.findings if f.status == "known-limitation"]
     if limitations:
         console.print(
@@ -433,11 +435,11 @@ def render_report(
     counts: dict[str, int] = defaultdict(int)
     for finding in result.findings:
         counts[finding.status] += 1
-    summary = ", ".join(f"{counts[s]} {s}" for s in STATUS_STYLE if counts[s])
+    tally = ", ".join(f"{counts[s]} {s}" for s in STATUS_STYLE if counts[s])
     verdict = "[bold red]FAIL[/]" if result.verdict == "fail" else "[bold green]PASS[/]"
     suspects = sorted({s.defect for f in failing for s in f.suspects})
     tail = f"; suspects: {', '.join(suspects)}" if suspects else ""
-    console.print(f"{verdict}: {summary}{tail} (exit {exit_code})")
+    console.print(f"{verdict}: {tally}{tail} (exit {exit_code})")
 
 
 def render_matrix(matrix: MatrixResult, console: Console) -> None:
@@ -502,7 +504,9 @@ class ConsoleReporter(Reporter):
     """The Rich terminal report; with ``progress``, a progress bar on stderr while it runs;
     with ``summary``, only the verdict table and the root causes."""
 
-    def __init__(self, out: Console, err: Console, *, progress: bool, summary: bool = False) -> None:
+    def __init__(
+        self, out: Console, err: Console, *, progress: bool, summary: bool = False
+    ) -> None:
         self.out = out
         self.summary = summary
         self.progress = AuditProgress(err) if progress else None

@@ -116,10 +116,7 @@ def build_issue(bundle: Bundle, findings: Sequence[Finding] | None = None) -> Is
     else:
         suspect = f"{causes[0].defect}: " if causes[0].defect else ""
         others = f" (+{len(causes) - 1} more causes)" if len(causes) > 1 else ""
-        title = (
-            f"[specseed] {suspect}{lead.check} fails on {engine.name} "
-            f"({lead.scenario}){others}"
-        )
+        title = f"[specseed] {suspect}{lead.check} fails on {engine.name} ({lead.scenario}){others}"
     minimized = scenario is not None and scenario.minimal is not None
     scenario_yaml = ""
     if scenario is not None:
@@ -185,7 +182,9 @@ def _diff_markdown(diff: TokenDiff) -> list[str]:
     left_label = diff.left.run + (f" ({diff.request})" if diff.right_request else "")
     right_label = diff.right.run + (f" ({right_name})" if diff.right_request else "")
     width = max(len(left_label), len(right_label))
-    lines.append(f"{left_label:<{width}}  {_tokens(diff.left.tokens, diff.window_start, diff.position)}")
+    lines.append(
+        f"{left_label:<{width}}  {_tokens(diff.left.tokens, diff.window_start, diff.position)}"
+    )
     lines.append(
         f"{right_label:<{width}}  {_tokens(diff.right.tokens, diff.window_start, diff.position)}"
     )
@@ -209,8 +208,10 @@ def _diff_markdown(diff: TokenDiff) -> list[str]:
             ]
             label = key[0] if key[0] == "accept" else f"{key[0]}[{key[1]}]"
             other = pair[0]
-            for n, (side, event) in enumerate(zip((diff.left, diff.right), pair)):
-                rows.append(_state_row(label if n == 0 else "", side.run, event, other if n else None))
+            for n, (side, event) in enumerate(zip((diff.left, diff.right), pair, strict=True)):
+                rows.append(
+                    _state_row(label if n == 0 else "", side.run, event, other if n else None)
+                )
         lines += _table(
             ["event", "run", "seed", "subseq", "offset", "draws", "kernel row", "iter"],
             rows,
@@ -258,7 +259,10 @@ def _state_row(
     if compare is not None:
         theirs = (compare.seed, compare.subsequence, compare.offset, compare.draws)
         mine = (event.seed, event.subsequence, event.offset, event.draws)
-        values = [f"**{v}**" if a != b else v for v, a, b in zip(values, mine, theirs)] + values[4:]
+        marked = [
+            f"**{v}**" if a != b else v for v, a, b in zip(values, mine, theirs, strict=False)
+        ]
+        values = marked + values[4:]
     return [label, run, *values]
 
 
@@ -267,10 +271,14 @@ def _offsets_markdown(rows: Sequence[OffsetRow]) -> list[str]:
     mine = [r for r in rows if r.request == request]
     first_bad = next((i for i, r in enumerate(mine) if r.mismatch), 0)
     shown = mine[max(0, first_bad - 2) :][:MAX_OFFSET_ROWS]
-    lines = [f"`{request}` in run {shown[0].run}: RNG state per event, expected by the contract "
-             "beside observed (mismatches in bold):", ""]
+    lines = [
+        f"`{request}` in run {shown[0].run}: RNG state per event, expected by the contract "
+        "beside observed (mismatches in bold):",
+        "",
+    ]
     table = []
     for r in shown:
+
         def mark(value: str, name: str, row: OffsetRow = r) -> str:
             return f"**{value}**" if name in row.mismatch else value
 
@@ -289,8 +297,18 @@ def _offsets_markdown(rows: Sequence[OffsetRow]) -> list[str]:
             ]
         )
     lines += _table(
-        ["step", "iter", "event", "exp seed", "exp subseq", "exp offset", "seed", "subseq",
-         "offset", "draws"],
+        [
+            "step",
+            "iter",
+            "event",
+            "exp seed",
+            "exp subseq",
+            "exp offset",
+            "seed",
+            "subseq",
+            "offset",
+            "draws",
+        ],
         table,
         text_columns=3,
     )
@@ -330,8 +348,9 @@ def render_markdown(issue: IssueReport) -> str:
         out.append("")
         expected = spec.description if spec is not None else lead.check
         out.append(f"- **Expected** (`{lead.check}`): {expected}")
-        out.append(f"- **Observed** in scenario `{lead.scenario}` ({', '.join(lead.runs)}): "
-                   f"{lead.message}")
+        out.append(
+            f"- **Observed** in scenario `{lead.scenario}` ({', '.join(lead.runs)}): {lead.message}"
+        )
         out.append("")
         out.append("### Suspects")
         out.append("")
@@ -363,8 +382,14 @@ def render_markdown(issue: IssueReport) -> str:
         if len(lines) <= MAX_INLINE_SCENARIO_LINES:
             name = f"{issue.scenario.name}.yaml" if issue.scenario else "scenario.yaml"
             out += [f"`{name}`:", "", "```yaml", *lines, "```", ""]
-            out += ["`model.yaml`:", "", "```yaml", *issue.model_yaml.rstrip().splitlines(),
-                    "```", ""]
+            out += [
+                "`model.yaml`:",
+                "",
+                "```yaml",
+                *issue.model_yaml.rstrip().splitlines(),
+                "```",
+                "",
+            ]
         else:
             out.append(
                 f"({len(lines)} lines: attached in the bundle as "
@@ -393,8 +418,7 @@ def render_markdown(issue: IssueReport) -> str:
         out.append("")
         rest = [f for c in issue.causes for f in c.findings if f is not lead]
         if rest:
-            out.append("<details><summary>All failing findings "
-                       f"({len(rest) + 1})</summary>")
+            out.append(f"<details><summary>All failing findings ({len(rest) + 1})</summary>")
             out.append("")
             for finding in (lead, *rest):
                 out.append(f"- `{finding.check}` · `{finding.scenario}`: {finding.message}")

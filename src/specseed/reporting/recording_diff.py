@@ -26,9 +26,7 @@ def _result(item: RequestComparison, left: str, right: str) -> Text:
         where = left if item.missing_from == "left" else right
         return Text(f"missing in {where}", style="bold red")
     if item.status == "rng-differs":
-        return Text(
-            f"same tokens, RNG differs at event {item.rng_index}", style="yellow"
-        )
+        return Text(f"same tokens, RNG differs at event {item.rng_index}", style="yellow")
     return Text(f"diverged at token {item.position}", style="bold red")
 
 
