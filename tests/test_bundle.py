@@ -293,6 +293,7 @@ def test_a_directory_that_is_not_a_bundle_is_exit_2(tmp_path: Path, command: str
 
 def test_foreign_and_damaged_bundles_are_exit_2(bundles: dict[str, Path], tmp_path: Path) -> None:
     _fails_cleanly(["check", str(tmp_path / "nowhere")], "no such bundle directory")
+    _fails_cleanly(["check", str(bundles["none"]), "--contract", "nope"], "unknown contract")
     root = tmp_path / "b"
     shutil.copytree(bundles["row0-seed"], root)
     manifest = json.loads((root / "manifest.json").read_text())
