@@ -54,6 +54,8 @@ _SEVERITY = {"fail": 4, "error": 3, "known-limitation": 2, "pass": 1, "skip": 0}
 MAX_OFFSET_ROWS = 12
 MAX_OFFSET_TABLES = 2
 MAX_DIFFS_SHOWN = 1
+SHORT_RUN_NAME = 12
+"""Run names longer than this are shown as A and B in RNG state tables."""
 """Diffs of a finding shown in full; the others get one line each."""
 
 
@@ -198,9 +200,14 @@ def render_diff(diff: TokenDiff) -> Group:
     )
     parts: list[RenderableType] = [header, tokens]
     if keys:
+        # Long run names become A and B so that the table reads at 80 columns.
+        short = max(len(diff.left.run), len(diff.right.run)) <= SHORT_RUN_NAME
+        names = (diff.left.run, diff.right.run) if short else ("A", "B")
         states = Table(box=None, header_style="bold", pad_edge=False)
-        for column in ("event", "run", "seed", "subseq", "offset", "draws", "kernel row", "iter"):
-            states.add_column(column, justify="left" if column in ("event", "run") else "right")
+        for column in ("event", "run", "seed", "subseq", "offset", "draws", "row", "iter"):
+            states.add_column(
+                column, justify="left" if column in ("event", "run") else "right", no_wrap=True
+            )
         for key in keys:
             left, right = _event_of(diff.left, key), _event_of(diff.right, key)
             differs = left is None or right is None or left.triple() != right.triple()
@@ -208,11 +215,11 @@ def render_diff(diff: TokenDiff) -> Group:
             for n, (side, event) in enumerate(((diff.left, left), (diff.right, right))):
                 style = "red" if differs and n == 1 else ""
                 if event is None:
-                    states.add_row(label if n == 0 else "", side.run, "—", style=style)
+                    states.add_row(label if n == 0 else "", names[n], "—", style=style)
                     continue
                 states.add_row(
                     label if n == 0 else "",
-                    side.run,
+                    names[n],
                     fmt_u64(event.seed),
                     str(event.subsequence),
                     str(event.offset),
@@ -221,10 +228,11 @@ def render_diff(diff: TokenDiff) -> Group:
                     str(event.decoding_iter),
                     style=style,
                 )
+        a, b = ("", "") if short else ("A = ", "B = ")
         parts.append(
             Text(
-                f"RNG state behind it ({diff.left.run}: step {diff.left.step}, row "
-                f"{diff.left.row}; {diff.right.run}: step {diff.right.step}, row "
+                f"RNG state behind it ({a}{diff.left.run}: step {diff.left.step}, row "
+                f"{diff.left.row}; {b}{diff.right.run}: step {diff.right.step}, row "
                 f"{diff.right.row}):",
                 style="dim",
             )
@@ -257,6 +265,17 @@ def _cell(row: OffsetRow, value: object, field: str) -> Text:
     return Text(str(value), style="bold red" if field in row.mismatch else "")
 
 
+def _expected(row: OffsetRow) -> Text:
+    """What the contract expected where the observed state differs (else "as observed")."""
+    values = {
+        "seed": ("seed", fmt_u64(row.expected_seed)),
+        "subsequence": ("subseq", str(row.expected_subsequence)),
+        "offset": ("offset", str(row.expected_offset)),
+    }
+    shown = [f"{values[m][0]} {values[m][1]}" for m in row.mismatch if m in values]
+    return Text(", ".join(shown), style="bold") if shown else Text("same", style="dim")
+
+
 def render_offsets(rows: Sequence[OffsetRow]) -> Group:
     by_request: dict[str, list[OffsetRow]] = defaultdict(list)
     for row in rows:
@@ -273,32 +292,24 @@ def render_offsets(rows: Sequence[OffsetRow]) -> Group:
             title_justify="left",
             header_style="bold",
             box=None,
+            padding=(0, 2, 0, 0),
+            pad_edge=False,
         )
-        for column in (
-            "step",
-            "iter",
-            "event",
-            "exp seed",
-            "exp subseq",
-            "exp offset",
-            "seed",
-            "subseq",
-            "offset",
-            "draws",
-        ):
-            table.add_column(column, justify="right" if column != "event" else "left")
+        # Observed state, then only what the contract expected instead: 80 columns with
+        # uint64 seeds.
+        for column in ("step", "iter", "event", "seed", "subseq", "offset", "draws"):
+            table.add_column(column, justify="right" if column != "event" else "left", no_wrap=True)
+        table.add_column("expected", no_wrap=True)
         for r in shown:
             table.add_row(
                 str(r.step),
                 str(r.decoding_iter),
                 r.event,
-                fmt_u64(r.expected_seed),
-                str(r.expected_subsequence),
-                str(r.expected_offset),
                 _cell(r, fmt_u64(r.seed), "seed"),
                 _cell(r, r.subsequence, "subsequence"),
                 _cell(r, r.offset, "offset"),
                 str(r.draws),
+                _expected(r),
             )
         parts.append(table)
         hidden = len(table_rows) - len(shown)
