@@ -34,6 +34,7 @@ from specseed.results import AuditEvent, RunStarted
 from specseed.runner import base_settings, create_adapter, plan_audit, run_audit
 from specseed.scenarios.loader import library_names, load_library_scenario
 from specseed.scenarios.schema import AuditConfig, EngineConfig
+from specseed.trace import read_trace
 
 cli = CliRunner()
 
@@ -211,6 +212,39 @@ def test_an_engine_crash_keeps_its_full_stack_trace(bundles: dict[str, Path]) ->
     assert failures
     assert failures[0].traceback.startswith("Traceback (most recent call last)")
     assert failures[0].exception in failures[0].traceback
+    report = cli.invoke(app, ["report", str(bundles["warmup-overflow"])]).output
+    assert "Stack trace of the engine" in report and "Traceback (most recent call last)" in report
+
+
+def test_traces_before_1_2_read_with_an_empty_traceback() -> None:
+    header = json.dumps(
+        {
+            "record": "header",
+            "schema_version": "1.1",
+            "scenario": "s",
+            "run": "r",
+            "engine": "reference",
+            "engine_config": {},
+            "contract": "ideal",
+            "requests": [],
+        }
+    )
+    end = json.dumps(
+        {
+            "record": "end",
+            "outputs": {},
+            "seconds": 0.0,
+            "failure": {
+                "step": 0,
+                "phase": "warmup",
+                "batch_size": 9,
+                "exception": "IndexError",
+                "message": "index 8 is out of bounds",
+            },
+        }
+    )
+    trace = read_trace([header, end])
+    assert trace.end.failure is not None and trace.end.failure.traceback == ""
 
 
 def test_bundle_holds_manifest_model_scenarios_and_environment(bundles: dict[str, Path]) -> None:

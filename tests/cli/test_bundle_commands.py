@@ -51,7 +51,9 @@ def test_audit_bundle_minimize_report_replay(tmp_path: Path) -> None:
 
     # --trace-dir writes the same layout.
     traces = tmp_path / "traces"
-    again = invoke("audit", str(defective), "--no-progress", "--summary", "--trace-dir", str(traces))
+    again = invoke(
+        "audit", str(defective), "--no-progress", "--summary", "--trace-dir", str(traces)
+    )
     assert again.exit_code == 1 and "first diverges" not in again.output
     assert sorted(p.name for p in traces.iterdir()) == sorted(p.name for p in bundle.iterdir())
 

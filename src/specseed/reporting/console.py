@@ -212,7 +212,7 @@ def render_diff(diff: TokenDiff) -> Group:
             left, right = _event_of(diff.left, key), _event_of(diff.right, key)
             differs = left is None or right is None or left.triple() != right.triple()
             label = key[0] if key[0] == "accept" else f"{key[0]}[{key[1]}]"
-            for n, (side, event) in enumerate(((diff.left, left), (diff.right, right))):
+            for n, event in enumerate((left, right)):
                 style = "red" if differs and n == 1 else ""
                 if event is None:
                     states.add_row(label if n == 0 else "", names[n], "—", style=style)
@@ -228,11 +228,11 @@ def render_diff(diff: TokenDiff) -> Group:
                     str(event.decoding_iter),
                     style=style,
                 )
-        a, b = ("", "") if short else ("A = ", "B = ")
+        tag_a, tag_b = ("", "") if short else ("A = ", "B = ")
         parts.append(
             Text(
-                f"RNG state behind it ({a}{diff.left.run}: step {diff.left.step}, row "
-                f"{diff.left.row}; {b}{diff.right.run}: step {diff.right.step}, row "
+                f"RNG state behind it ({tag_a}{diff.left.run}: step {diff.left.step}, row "
+                f"{diff.left.row}; {tag_b}{diff.right.run}: step {diff.right.step}, row "
                 f"{diff.right.row}):",
                 style="dim",
             )

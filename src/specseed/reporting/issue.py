@@ -59,6 +59,8 @@ class IssueReport:
     model_yaml: str
     reproduce: tuple[str, ...]
     notes: tuple[str, ...]
+    crashes: tuple[tuple[str, str], ...] = ()
+    """(run, stack trace) of the lead scenario's runs that crashed."""
 
 
 def _u64(value: int | None) -> str:
@@ -142,6 +144,11 @@ def build_issue(bundle: Bundle, findings: Sequence[Finding] | None = None) -> Is
         model_yaml=_model_for(bundle, name),
         reproduce=tuple(reproduce),
         notes=bundle.notes,
+        crashes=tuple(
+            (run, trace.end.failure.traceback or trace.end.failure.message)
+            for run, trace in (scenario.traces.items() if scenario is not None else ())
+            if trace.end.failure is not None
+        ),
     )
 
 
@@ -416,6 +423,9 @@ def render_markdown(issue: IssueReport) -> str:
             for line in lead.details[:20]:
                 out.append(f"    {line}")
         out.append("")
+        for run, stack in issue.crashes:
+            out.append(f"<details><summary>Stack trace of the engine in run {run}</summary>")
+            out += ["", "```text", *stack.rstrip().splitlines(), "```", "", "</details>", ""]
         rest = [f for c in issue.causes for f in c.findings if f is not lead]
         if rest:
             out.append(f"<details><summary>All failing findings ({len(rest) + 1})</summary>")
@@ -463,6 +473,7 @@ def issue_dict(issue: IssueReport) -> dict[str, Any]:
         "first_divergence": asdict(lead.diffs[0]) if lead and lead.diffs else None,
         "reproduce": list(issue.reproduce),
         "notes": list(issue.notes),
+        "crashes": [{"run": run, "traceback": stack} for run, stack in issue.crashes],
         "body": render_markdown(issue),
     }
 
