@@ -182,21 +182,34 @@ def test_replay_on_the_same_engine_reproduces_and_diff_agrees(
     assert "SAME" in same.output
 
 
+@pytest.fixture(scope="module")
+def clean_bundles(
+    tmp_path_factory: pytest.TempPathFactory, adapter: EngineAdapter
+) -> dict[str, Path]:
+    """Defect-free bundles of each scenario the defect bundles use (recorded on demand)."""
+    root = tmp_path_factory.mktemp("clean")
+
+    class Recorded(dict[str, Path]):
+        def __missing__(self, scenario: str) -> Path:
+            record(root / scenario, config_for([], scenario), adapter)
+            self[scenario] = root / scenario
+            return root / scenario
+
+    return Recorded()
+
+
 @pytest.mark.parametrize("profile", [d for d in DEFECT_IDS if d not in ("biased-acceptance",)])
 def test_diff_against_the_defect_free_engine_finds_where_it_diverges(
-    bundles: dict[str, Path], profile: str, adapter: EngineAdapter, tmp_path: Path
+    bundles: dict[str, Path], clean_bundles: dict[str, Path], profile: str
 ) -> None:
-    clean = tmp_path / "clean"
-    record(clean, config_for([], scenario_for(profile)), adapter)
+    clean = clean_bundles[scenario_for(profile)]
     result = cli.invoke(app, ["diff", str(bundles[profile]), str(clean)], env={"COLUMNS": "80"})
     assert result.exit_code == 1, result.output
     assert "DIFFER" in result.output
     assert (
         "diverged at token" in result.output
         or "RNG differs" in result.output
-        or (
-            "missing in" in result.output  # warmup-overflow: the crashed run has no output
-        )
+        or "missing in" in result.output  # warmup-overflow: the crashed run has no output
     )
     assert max(len(line) for line in result.output.splitlines()) <= 80
 
