@@ -117,7 +117,8 @@ def build_issue(bundle: Bundle, findings: Sequence[Finding] | None = None) -> Is
         title = f"specseed: every invariant holds on {engine.name} (contract {bundle.contract})"
     else:
         suspect = f"{causes[0].defect}: " if causes[0].defect else ""
-        others = f" (+{len(causes) - 1} more causes)" if len(causes) > 1 else ""
+        more = len(causes) - 1
+        others = f" (+{more} more cause{'s' if more > 1 else ''})" if more else ""
         title = f"[specseed] {suspect}{lead.check} fails on {engine.name} ({lead.scenario}){others}"
     minimized = scenario is not None and scenario.minimal is not None
     scenario_yaml = ""
@@ -403,7 +404,7 @@ def render_markdown(issue: IssueReport) -> str:
                 f"`{issue.scenario.name if issue.scenario else '?'}/scenario.yaml`.)"
             )
             out.append("")
-        out.append("### First divergence")
+        out.append("### First divergence" if lead.diffs or lead.offsets else "### What failed")
         out.append("")
         if lead.diffs:
             out += _diff_markdown(lead.diffs[0])
@@ -419,9 +420,10 @@ def render_markdown(issue: IssueReport) -> str:
         elif lead.offsets:
             out += _offsets_markdown(lead.offsets)
         else:
-            out.append("No token diff: " + lead.message)
-            for line in lead.details[:20]:
-                out.append(f"    {line}")
+            out.append(lead.message)
+            details = [line for line in lead.details[:20] if line not in lead.message]
+            if details:
+                out += ["", "```text", *details, "```"]
         out.append("")
         for run, stack in issue.crashes:
             out.append(f"<details><summary>Stack trace of the engine in run {run}</summary>")
