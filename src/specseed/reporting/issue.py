@@ -406,6 +406,9 @@ def render_markdown(issue: IssueReport) -> str:
             out.append("")
         out.append("### First divergence" if lead.diffs or lead.offsets else "### What failed")
         out.append("")
+        if issue.minimized and (lead.diffs or lead.offsets):
+            out.append("_As recorded in the bundle, with the scenario before minimization._")
+            out.append("")
         if lead.diffs:
             out += _diff_markdown(lead.diffs[0])
             if len(lead.diffs) > 1:
