@@ -116,3 +116,29 @@ def test_junit_counts_failures(result: AuditResult) -> None:
     assert root.get("failures") == "3"
     names = [case.get("name") for case in root.iter("testcase")]
     assert "overlap-invariance[overlap-off,overlap-on]" in names
+
+
+def test_verdict_table_of_every_check_reads_at_80_columns(result: AuditResult) -> None:
+    # The whole library touches every check: the boxed table would not fit, so the check
+    # columns are numbered and the legend names them; nothing is cut with an ellipsis.
+    from specseed.checks import CHECKS
+    from specseed.checks.findings import Finding
+
+    scenario = result.scenarios[0]
+    findings = tuple(Finding(status="pass", message="", check=c) for c in CHECKS)
+    wide = AuditResult(
+        config=result.config,
+        contract="ideal",
+        scenarios=(
+            ScenarioResult(scenario.scenario, scenario.source, scenario.traces, findings, 0.0),
+        ),
+        environment={},
+        seconds=0.0,
+    )
+    console = Console(width=80, record=True, color_system=None, force_terminal=False)
+    render_report(wide, console, exit_code=0)
+    text = console.export_text()
+    assert "(columns numbered below)" in text
+    assert f"{len(CHECKS)}=greedy-spec-equivalence" in text
+    assert "…" not in text
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 80

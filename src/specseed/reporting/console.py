@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
+from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.markup import escape
 from rich.progress import (
@@ -126,29 +127,80 @@ def _ordered_checks() -> list[str]:
     ]
 
 
-def verdict_table(result: AuditResult) -> Table:
+COMPACT_STATUS = {
+    "pass": "ok",
+    "fail": "FAIL",
+    "known-limitation": "kn",
+    "error": "err",
+    "skip": "skip",
+}
+"""Status cells of the numbered (narrow) verdict table: four characters at most."""
+
+
+def _used_checks(result: AuditResult) -> list[str]:
+    used = {f.check for f in result.findings}
+    return [cid for cid in _ordered_checks() if cid in used]
+
+
+def _numbered(result: AuditResult, width: int | None) -> bool:
+    """Whether the verdict table must number its check columns to fit ``width``."""
+    if width is None:
+        return False
+    name = max([len("scenario"), *(len(s.scenario.name) for s in result.scenarios)])
+    boxed = name + 4 + sum(max(len(CHECKS[c].short), 5) + 3 for c in _used_checks(result))
+    return boxed > width
+
+
+def verdict_table(result: AuditResult, width: int | None = None) -> Table:
+    """Scenario by check. Where the boxed table would not fit ``width``, the check columns
+    are numbered (the legend names them) and the box is dropped, so it reads at 80 columns."""
     cells: dict[tuple[str, str], list[str]] = defaultdict(list)
     for scenario in result.scenarios:
         for finding in scenario.findings:
             cells[(scenario.scenario.name, finding.check)].append(finding.status)
-    used = [cid for cid in _ordered_checks() if any(key[1] == cid for key in cells)]
-    table = Table(title="Verdict: scenario by check", title_justify="left", header_style="bold")
-    table.add_column("scenario")
-    for cid in used:
-        table.add_column(CHECKS[cid].short, justify="center")
+    used = _used_checks(result)
+    numbered = _numbered(result, width)
+    if numbered:
+        table = Table(
+            title="Verdict: scenario by check (columns numbered below)",
+            title_justify="left",
+            header_style="bold",
+            box=box.SIMPLE_HEAD,
+            padding=(0, 1, 0, 0),
+            pad_edge=False,
+        )
+    else:
+        table = Table(title="Verdict: scenario by check", title_justify="left", header_style="bold")
+    table.add_column("scenario", no_wrap=True)
+    for n, cid in enumerate(used, start=1):
+        table.add_column(str(n) if numbered else CHECKS[cid].short, justify="center", no_wrap=True)
     for scenario in result.scenarios:
         name = scenario.scenario.name
         row: list[Text | str] = [name]
         for cid in used:
             statuses = cells.get((name, cid))
-            row.append(_status_text(worst(statuses)) if statuses else Text("·", style="dim"))
+            if not statuses:
+                row.append(Text("·", style="dim"))
+                continue
+            status = worst(statuses)
+            if numbered:
+                row.append(Text(COMPACT_STATUS[status], style=STATUS_STYLE[status][1]))
+            else:
+                row.append(_status_text(status))
         table.add_row(*row)
     return table
 
 
-def _legend(result: AuditResult) -> Text:
-    used = {f.check for f in result.findings}
-    parts = [f"{CHECKS[c].short}={c}" for c in _ordered_checks() if c in used]
+def _legend(result: AuditResult, width: int | None = None) -> Text:
+    used = _used_checks(result)
+    if _numbered(result, width):
+        parts = [f"{n}={c}" for n, c in enumerate(used, start=1)]
+        return Text(
+            "columns: " + ", ".join(parts) + "   ok pass, kn known limitation, err error,"
+            " · not applicable",
+            style="dim",
+        )
+    parts = [f"{CHECKS[c].short}={c}" for c in used]
     return Text("columns: " + ", ".join(parts) + "   · = not applicable", style="dim")
 
 
@@ -411,8 +463,8 @@ def render_report(
         f"max_draft_len {engine.max_draft_len}, {len(result.scenarios)} scenarios, "
         f"{sum(len(s.traces) for s in result.scenarios)} runs in {result.seconds:.1f}s"
     )
-    console.print(verdict_table(result))
-    console.print(_legend(result))
+    console.print(verdict_table(result, console.width))
+    console.print(_legend(result, console.width))
     failing = [f for f in result.findings if f.status in ("fail", "error")]
     causes = root_causes(failing)
     if causes:
