@@ -171,6 +171,11 @@ def audit(
         if bundle_dir is not None and trace_dir is not None and bundle_dir != trace_dir:
             raise InputError("--bundle and --trace-dir name two directories", hint="give one")
         bundle_dir = bundle_dir or trace_dir
+        if matrix and bundle_dir is not None:
+            raise InputError(
+                "--bundle/--trace-dir record one audit; --matrix runs one per defect",
+                hint="record the defect you want with engine.options.defects and --bundle",
+            )
         _check_writable(bundle_dir, "bundle", directory=True)
         if scenario:
             known = {p.scenario.name for p in planned}
