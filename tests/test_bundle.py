@@ -134,12 +134,15 @@ def test_check_reproduces_the_recorded_findings_without_an_engine(
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_report_is_an_issue_body_naming_the_suspect(bundles: dict[str, Path], profile: str) -> None:
-    result = cli.invoke(app, ["report", str(bundles[profile])])
+    # --no-minimize: this test reads the recorded evidence; minimizing is tested below.
+    result = cli.invoke(app, ["report", str(bundles[profile]), "--no-minimize"])
     assert result.exit_code == 0, result.output
     body = result.output
     for section in ("### Environment", "### Reproduce", "| torch |"):
         assert section in body
-    data = json.loads(cli.invoke(app, ["report", str(bundles[profile]), "-f", "json"]).output)
+    data = json.loads(
+        cli.invoke(app, ["report", str(bundles[profile]), "-f", "json", "--no-minimize"]).output
+    )
     assert data["body"] == body
     if profile in ("none", "biased-acceptance"):
         assert data["verdict"] == "pass" and "every invariant holds" in data["title"]
@@ -210,6 +213,20 @@ def test_diff_against_the_defect_free_engine_finds_where_it_diverges(
     assert max(len(line) for line in result.output.splitlines()) <= 80
 
 
+def test_report_minimizes_a_small_failing_scenario_and_stores_it(
+    bundles: dict[str, Path], tmp_path: Path
+) -> None:
+    root = tmp_path / "b"
+    shutil.copytree(bundles["row-subsequence"], root)
+    assert not list(root.glob("*/minimal.yaml"))
+    result = cli.invoke(app, ["report", str(root)])
+    assert result.exit_code == 0, result.output
+    assert "### Minimal reproduction" in result.output
+    (stored,) = root.glob("*/minimal.yaml")
+    assert "still fails" in stored.read_text()
+    assert read_bundle(root).scenarios[0].minimal == stored.read_text()
+
+
 def test_an_engine_crash_keeps_its_full_stack_trace(bundles: dict[str, Path]) -> None:
     bundle = read_bundle(bundles["warmup-overflow"])
     failures = [
@@ -221,7 +238,7 @@ def test_an_engine_crash_keeps_its_full_stack_trace(bundles: dict[str, Path]) ->
     assert failures
     assert failures[0].traceback.startswith("Traceback (most recent call last)")
     assert failures[0].exception in failures[0].traceback
-    report = cli.invoke(app, ["report", str(bundles["warmup-overflow"])]).output
+    report = cli.invoke(app, ["report", str(bundles["warmup-overflow"]), "--no-minimize"]).output
     assert "Stack trace of the engine" in report and "Traceback (most recent call last)" in report
 
 
@@ -301,7 +318,7 @@ def test_an_interrupted_audit_leaves_a_bundle_that_reads_and_says_so(
     result = cli.invoke(app, ["check", str(root), "--summary"])
     assert result.exit_code == 0, result.output
     assert "bundle cut short" in result.output
-    report = cli.invoke(app, ["report", str(root)])
+    report = cli.invoke(app, ["report", str(root), "--no-minimize"])
     assert report.exit_code == 0 and "[!WARNING]" in report.output
 
 

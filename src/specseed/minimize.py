@@ -34,6 +34,10 @@ from specseed.scenarios.loader import LoadedScenario
 from specseed.scenarios.schema import AuditConfig, Scenario
 
 DEFAULT_MAX_AUDITS = 60
+AUTO_MINIMIZE_TOKENS = 2000
+"""``specseed report`` minimizes a scenario on its own only up to this many tokens
+(max_tokens summed over every request of every run): small enough that its audits take
+seconds on a CPU."""
 ScenarioDict = dict[str, Any]
 
 
@@ -100,6 +104,12 @@ def size_of(scenario: Scenario) -> Size:
         warmup=sum(sum(run.warmup_sizes(8)) for run in scenario.runs),
         prior=sum(run.prior_traffic.requests if run.prior_traffic else 0 for run in scenario.runs),
     )
+
+
+def small_enough(scenario: Scenario) -> bool:
+    """Whether ``specseed report`` may minimize this scenario without being asked."""
+    size = size_of(scenario)
+    return size.tokens <= AUTO_MINIMIZE_TOKENS and size.warmup + size.prior <= 64
 
 
 @dataclass(frozen=True)

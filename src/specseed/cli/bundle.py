@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -13,6 +13,10 @@ from rich.markup import escape
 
 from specseed.cli.errors import EXIT_OK, EXIT_VIOLATION, error_boundary
 from specseed.errors import InputError
+
+if TYPE_CHECKING:  # commands import their modules when they run
+    from specseed.bundle import Bundle
+    from specseed.checks.findings import Finding
 
 out = Console()
 err = Console(stderr=True)
@@ -95,10 +99,24 @@ def report(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write here (default: stdout).")
     ] = None,
+    shrink: Annotated[
+        bool | None,
+        typer.Option(
+            "--minimize/--no-minimize",
+            help="Shrink the failing scenario first and store the smallest in the bundle "
+            "(default: when the bundle has none yet, the scenario is small and its engine "
+            "runs here).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """An issue body from a bundle: title, environment, expected versus observed, the
-    minimal scenario (shrunk by `specseed minimize` when it stored one), the first
-    divergence with its token and RNG diffs, the suspects, the reproduce command.
+    minimal scenario, the first divergence with its token and RNG diffs, the suspects, the
+    reproduce command.
+
+    The minimal scenario is the one `specseed minimize` stored in the bundle; without one,
+    a small failing scenario is minimized first (see `specseed minimize --help` for the
+    cost; --no-minimize skips it).
 
     [bold]Examples[/]
 
@@ -107,7 +125,6 @@ def report(
         --body-file issue.md
     """
     from specseed.bundle import read_bundle
-    from specseed.checks.findings import Finding
     from specseed.replay import recheck
     from specseed.reporting.issue import build_issue, render_issue_json, render_markdown
 
@@ -123,9 +140,49 @@ def report(
                 rechecked = rechecked or recheck(loaded)
                 recorded = tuple(f for f in rechecked.findings if f.scenario == item.name)
             findings.extend(recorded)
+        if shrink is not False and _minimize_for_report(loaded, findings, forced=bool(shrink)):
+            loaded = read_bundle(bundle)  # with the minimal scenario it stored
         issue = build_issue(loaded, findings)
         text = render_markdown(issue) if fmt == "markdown" else render_issue_json(issue)
         _write_text(output, text)
+
+
+def _minimize_for_report(bundle: Bundle, findings: list[Finding], *, forced: bool) -> bool:
+    """Shrink the scenario the report leads with when that is worth it and possible here;
+    True when a minimal scenario was stored."""
+    from specseed.bundle import recorded_scenarios, write_minimal
+    from specseed.engine_adapters.registry import get_engine
+    from specseed.errors import SpecseedError
+    from specseed.minimize import minimize as run_minimize
+    from specseed.minimize import small_enough, target_of
+    from specseed.reporting.causes import root_causes
+
+    causes = root_causes(findings)
+    if not causes:
+        return False
+    lead = causes[0].lead
+    item = next((s for s in bundle.scenarios if s.name == lead.scenario), None)
+    if item is None or item.minimal is not None:
+        return False
+    engine = bundle.config.engine.name
+    if not forced and (not small_enough(item.scenario) or get_engine(engine).missing_packages()):
+        err.print(
+            f"[dim]report: {item.name} not minimized (run specseed minimize "
+            f"{bundle.root} to shrink it)[/]"
+        )
+        return False
+    loaded = next(s for s in recorded_scenarios(bundle) if s.scenario.name == item.name)
+    err.print(f"[dim]report: minimizing {item.name} on engine {engine}…[/]")
+    try:
+        result = run_minimize(bundle.config, item.scenario, bundle.root, target=target_of(lead))
+    except SpecseedError as exc:
+        if forced:
+            raise
+        err.print(f"[yellow]report: could not minimize {item.name}:[/] {escape(exc.message)}")
+        return False
+    write_minimal(bundle.root, item.name, result.yaml_text(loaded.source))
+    err.print(f"[dim]report: stored {item.name}/minimal.yaml ({result.audits} audits)[/]")
+    return True
 
 
 def diff(
