@@ -63,8 +63,10 @@ def check(
         bool, typer.Option("--summary", help="Print only the verdict table and root causes.")
     ] = False,
 ) -> None:
-    """Re-run the checks on a bundle's recorded traces. No engine runs (torch is not needed),
-    so a trace recorded on a GPU box can be examined anywhere, against any contract.
+    """Re-run the checks on a bundle's recorded traces (no engine, no torch).
+
+    A trace recorded on a GPU box can be examined anywhere, against any
+    contract.
 
     [bold]Examples[/]
 
@@ -110,13 +112,16 @@ def report(
         ),
     ] = None,
 ) -> None:
-    """An issue body from a bundle: title, environment, expected versus observed, the
-    minimal scenario, the first divergence with its token and RNG diffs, the suspects, the
+    """Write an issue body from a bundle (Markdown to paste into GitHub, or
+    JSON).
+
+    Title, environment, expected versus observed, the minimal scenario, the
+    first divergence with its token and RNG diffs, the suspects, the
     reproduce command.
 
-    The minimal scenario is the one `specseed minimize` stored in the bundle; without one,
-    a small failing scenario is minimized first (see `specseed minimize --help` for the
-    cost; --no-minimize skips it).
+    The minimal scenario is the one `specseed minimize` stored in the
+    bundle; without one, a small failing scenario is minimized first (see
+    `specseed minimize --help` for the cost; --no-minimize skips it).
 
     [bold]Examples[/]
 
@@ -190,8 +195,10 @@ def diff(
     b: Annotated[Path, typer.Argument(help="The second bundle.", metavar="B", show_default=False)],
     show_all: Annotated[bool, typer.Option("--all", help="List equal requests too.")] = False,
 ) -> None:
-    """Compare two bundles request by request (two engine versions, two machines): equal,
-    diverged at token n, or missing; RNG states side by side where they differ.
+    """Compare two bundles request by request; exit 1 when they differ.
+
+    Two engine versions, two machines: each request is equal, diverged at
+    token n, or missing; RNG states side by side where they differ.
 
     Exit codes: 0 the recordings agree, 1 they differ, 2 not a readable bundle.
     """
@@ -227,11 +234,13 @@ def replay(
     ] = None,
     show_all: Annotated[bool, typer.Option("--all", help="List equal requests too.")] = False,
 ) -> None:
-    """Run a bundle's recorded scenarios on the current engine and compare every request
-    with the recording (A = the recording, B = the replay).
+    """Run a bundle's scenarios on this engine and diff them against the
+    recording.
 
-    Exit codes: 0 the replay reproduces the recording, 1 it differs, 2 bad input, 3 the
-    engine could not run.
+    A = the recording, B = the replay.
+
+    Exit codes: 0 the replay reproduces the recording, 1 it differs,
+    2 bad input, 3 the engine could not run.
     """
     from specseed.bundle import BundleWriter, read_bundle
     from specseed.replay import replay as run_replay
@@ -269,18 +278,20 @@ def replay(
 
 MINIMIZE_HELP = """Shrink a failing scenario to a minimal reproduction.
 
-Tries smaller scenarios (shorter max_tokens, fewer runs and requests, less prior traffic and
-warmup, no arrivals) and keeps each one on which the same finding still fails: the same
-check, naming the same suspect defect. Writes the smallest.
+Tries smaller scenarios (shorter max_tokens, fewer runs and requests, less
+prior traffic and warmup, no arrivals) and keeps each one on which the same
+finding still fails: the same check, naming the same suspect defect. Writes
+the smallest.
 
-[bold]Cost[/]: one audit of one scenario per candidate, at most --max-audits (default 60),
-on one engine loaded once, plus one audit to confirm the failure. Measured on the built-in
-scenarios with the reference engine (CPU): 5 to 20 audits, 0.4 to 14 seconds. On a real
-engine each audit costs what the candidate's runs cost; the candidates shrink as it goes.
+[bold]Cost[/]: one audit of one scenario per candidate, at most --max-audits
+(default 60), on one engine loaded once, plus one audit to confirm the
+failure. Measured on the built-in scenarios with the reference engine (CPU):
+5 to 20 audits, 0.4 to 15 seconds. On a real engine each audit costs what
+the candidate's runs cost; the candidates shrink as it goes.
 
 [bold]Examples[/]
 
-  specseed minimize bug/                       # stores bug/<scenario>/minimal.yaml
+  specseed minimize bug/     # stores bug/<scenario>/minimal.yaml
   specseed minimize model.yaml -s uptime -o uptime.min.yaml
 """
 
