@@ -112,8 +112,7 @@ def report(
         ),
     ] = None,
 ) -> None:
-    """Write an issue body from a bundle (Markdown to paste into GitHub, or
-    JSON).
+    """Write an issue body from a bundle (Markdown for GitHub, or JSON).
 
     Title, environment, expected versus observed, the minimal scenario, the
     first divergence with its token and RNG diffs, the suspects, the
@@ -234,8 +233,7 @@ def replay(
     ] = None,
     show_all: Annotated[bool, typer.Option("--all", help="List equal requests too.")] = False,
 ) -> None:
-    """Run a bundle's scenarios on this engine and diff them against the
-    recording.
+    """Run a bundle's scenarios on this engine; diff against the recording.
 
     A = the recording, B = the replay.
 
