@@ -288,8 +288,12 @@ def run_audit(
     on_event: EventHandler | None = None,
     adapter: EngineAdapter | None = None,
     command: str = "",
+    trace_writer: Callable[[str, str], TraceWriter] | None = None,
 ) -> AuditResult:
-    """Serve every planned run and check the results."""
+    """Serve every planned run and check the results.
+
+    ``trace_writer(scenario, run)``, when given, opens each run's trace file instead of
+    ``trace_dir`` (a bundle writes its traces this way)."""
     emit = on_event or (lambda _event: None)
     started = time.perf_counter()
     total = sum(len(p.plans) for p in planned)
@@ -304,7 +308,9 @@ def run_audit(
             for plan in item.plans:
                 emit(RunStarted(plan.scenario, plan.run))
                 writer = (
-                    TraceWriter(trace_dir / plan.scenario / f"{plan.run}.jsonl")
+                    trace_writer(plan.scenario, plan.run)
+                    if trace_writer is not None
+                    else TraceWriter(trace_dir / plan.scenario / f"{plan.run}.jsonl")
                     if trace_dir is not None
                     else None
                 )

@@ -19,10 +19,11 @@ from typing import IO, Any, Literal
 
 from specseed.contracts import EventKind
 
-TRACE_SCHEMA_VERSION = "1.1"
+TRACE_SCHEMA_VERSION = "1.2"
 """1.1 added ``observability``, ``fresh_engine``, ``warmup_batches``, ``warmup_batch`` and
-``not_served``;
-1.0 traces (written by the reference engine only) read with the reference engine's values."""
+``not_served``; 1.0 traces (written by the reference engine only) read with the reference
+engine's values. 1.2 added the failure's ``traceback`` (1.0 and 1.1 traces read with it
+empty)."""
 
 Phase = Literal["warmup", "prior", "scenario"]
 """Which traffic a row belongs to: engine warmup, prior traffic (uptime), or the scenario."""
@@ -199,6 +200,8 @@ class EngineFailure:
     exception: str
     """Exception type name."""
     message: str
+    traceback: str = ""
+    """The full stack trace as Python prints it ("" where not recorded: traces before 1.2)."""
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from specseed.reporting.console import render_report
+from specseed.reporting.console import render_finding, render_report
 from specseed.reporting.json_report import render_json
 from specseed.reporting.junit import render_junit
 from specseed.results import AuditResult, ScenarioResult
@@ -53,7 +53,8 @@ def result() -> AuditResult:
 
 
 def test_console_report_matches_golden(result: AuditResult) -> None:
-    console = Console(width=130, record=True, color_system=None, force_terminal=False)
+    # 80 columns: the report must read in a default terminal.
+    console = Console(width=80, record=True, color_system=None, force_terminal=False)
     render_report(result, console, exit_code=1)
     text = "\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n"
     if os.environ.get("SPECSEED_UPDATE_GOLDEN"):
@@ -61,14 +62,39 @@ def test_console_report_matches_golden(result: AuditResult) -> None:
     assert text == GOLDEN.read_text()
 
 
-def test_report_shows_suspect_first_divergence_and_offsets(result: AuditResult) -> None:
-    console = Console(width=130, record=True, color_system=None, force_terminal=False)
+def test_report_leads_with_root_cause_then_one_full_diff(result: AuditResult) -> None:
+    console = Console(width=80, record=True, color_system=None, force_terminal=False)
     render_report(result, console, exit_code=1)
     text = console.export_text()
-    assert "overlap-window-reuse" in text
-    assert "first diverges at token" in text and "RNG state differs" in text
-    assert "RNG state per event vs the contract" in text
+    causes = text.index("Root causes (1), by suspect defect:")
+    assert "overlap-window-reuse  3 failing findings, 1 scenario, 3 requests" in text
+    # The clearest finding (a token diff blamed on the RNG state) in full, after the causes.
+    assert text.index("first diverges at token 1: RNG state differs") > causes
+    assert text.count("RNG state behind it") == 1
+    assert "b first diverges at token 2 (overlap-off vs overlap-on)" in text
+    # The other findings of the same cause: one line each (their tables are in --json).
+    assert "FAIL rng-contract" in text and "FAIL draw-ranges-disjoint" in text
+    assert "expected (contract) beside observed" not in text
     assert text.rstrip().endswith("(exit 1)")
+    assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_summary_prints_the_verdict_table_and_causes_only(result: AuditResult) -> None:
+    console = Console(width=80, record=True, color_system=None, force_terminal=False)
+    render_report(result, console, exit_code=1, summary=True)
+    text = console.export_text()
+    assert "Verdict: scenario by check" in text and "Root causes (1)" in text
+    assert "first diverges" not in text and "Also pointing" not in text
+    assert text.rstrip().endswith("(exit 1)")
+
+
+def test_an_offsets_finding_shows_expected_beside_observed(result: AuditResult) -> None:
+    finding = next(f for f in result.findings if f.check == "rng-contract" and f.offsets)
+    console = Console(width=80, record=True, color_system=None, force_terminal=False)
+    console.print(render_finding(finding))
+    text = console.export_text()
+    assert "RNG state per event vs the contract" in text
+    assert "offset 12288" in text  # what the contract expected, beside the observed 4096
 
 
 def test_json_report_carries_verdict_findings_and_suspects(result: AuditResult) -> None:
@@ -92,3 +118,29 @@ def test_junit_counts_failures(result: AuditResult) -> None:
     assert root.get("failures") == "3"
     names = [case.get("name") for case in root.iter("testcase")]
     assert "overlap-invariance[overlap-off,overlap-on]" in names
+
+
+def test_verdict_table_of_every_check_reads_at_80_columns(result: AuditResult) -> None:
+    # The whole library touches every check: one row per scenario lists its checks by
+    # status, the legend names them; nothing is cut with an ellipsis.
+    from specseed.checks import CHECKS
+    from specseed.checks.findings import Finding
+
+    scenario = result.scenarios[0]
+    findings = tuple(Finding(status="pass", message="", check=c) for c in CHECKS)
+    wide = AuditResult(
+        config=result.config,
+        contract="ideal",
+        scenarios=(
+            ScenarioResult(scenario.scenario, scenario.source, scenario.traces, findings, 0.0),
+        ),
+        environment={},
+        seconds=0.0,
+    )
+    console = Console(width=80, record=True, color_system=None, force_terminal=False)
+    render_report(wide, console, exit_code=0)
+    text = console.export_text()
+    assert "greedy=greedy-spec-equivalence" in text
+    assert all(CHECKS[c].short in text for c in CHECKS)
+    assert "…" not in text
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 80

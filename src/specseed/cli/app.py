@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from specseed import __version__
-from specseed.cli import rng, scenarios
+from specseed.cli import bundle, rng, scenarios
 from specseed.cli.audit import AUDIT_HELP, audit
 from specseed.cli.doctor import doctor
 from specseed.cli.misc import checks, engines, init, schema
@@ -50,6 +50,11 @@ def _root(
 
 
 app.command("audit", help=AUDIT_HELP)(audit)
+app.command("check")(bundle.check)
+app.command("report")(bundle.report)
+app.command("diff")(bundle.diff)
+app.command("replay")(bundle.replay)
+app.command("minimize", help=bundle.MINIMIZE_HELP)(bundle.minimize)
 app.command("init")(init)
 app.command("serve", help=SERVE_HELP)(serve)
 app.add_typer(scenarios.app, name="scenarios")

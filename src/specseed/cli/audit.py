@@ -27,7 +27,8 @@ scenario library.
 
   specseed audit
   specseed audit model.yaml --json report.json --junit junit.xml
-  specseed audit model.yaml --scenario uptime --trace-dir traces/
+  specseed audit model.yaml --scenario uptime --bundle bug/
+  specseed report bug/ > issue.md
   specseed audit --matrix
 
 Exit codes: 0 every invariant holds, 1 a violation, 2 bad input, 3 the engine could not run,
@@ -99,11 +100,21 @@ def audit(
     junit_path: Annotated[
         Path | None, typer.Option("--junit", help="Write JUnit XML here.", metavar="PATH")
     ] = None,
+    bundle_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--bundle",
+            help="Write a bug-report bundle to DIR as the audit goes: manifest, resolved "
+            "model.yaml, every scenario's text, traces (DIR/<scenario>/<run>.jsonl), findings, "
+            "environment. Read it with specseed check / report / diff / replay.",
+            metavar="DIR",
+        ),
+    ] = None,
     trace_dir: Annotated[
         Path | None,
         typer.Option(
             "--trace-dir",
-            help="Stream every run's trace as JSONL under DIR/<scenario>/<run>.jsonl.",
+            help="Same as --bundle (traces under DIR/<scenario>/<run>.jsonl).",
             metavar="DIR",
         ),
     ] = None,
@@ -130,9 +141,17 @@ def audit(
         bool,
         typer.Option("--no-progress", metavar=FLAG, help="Do not show progress while engines run."),
     ] = False,
+    summary: Annotated[
+        bool,
+        typer.Option(
+            "--summary", help="Print only the verdict table and the root causes (all in --json)."
+        ),
+    ] = False,
 ) -> None:
     """Replay scenarios on an engine and check reproducibility invariants."""
+    from specseed.bundle import BundleWriter
     from specseed.reporting.base import Reporter
+    from specseed.reporting.bundle import BundleReporter
     from specseed.reporting.console import ConsoleReporter
     from specseed.reporting.json_report import JsonReporter
     from specseed.reporting.junit import JunitReporter
@@ -169,7 +188,15 @@ def audit(
         )
         _check_writable(json_path, "JSON report")
         _check_writable(junit_path, "JUnit report")
-        _check_writable(trace_dir, "traces", directory=True)
+        if bundle_dir is not None and trace_dir is not None and bundle_dir != trace_dir:
+            raise InputError("--bundle and --trace-dir name two directories", hint="give one")
+        bundle_dir = bundle_dir or trace_dir
+        if matrix and bundle_dir is not None:
+            raise InputError(
+                "--bundle/--trace-dir record one audit; --matrix runs one per defect",
+                hint="record the defect you want with engine.options.defects and --bundle",
+            )
+        _check_writable(bundle_dir, "bundle", directory=True)
         if scenario:
             known = {p.scenario.name for p in planned}
             unknown = [name for name in scenario if name not in known]
@@ -183,8 +210,20 @@ def audit(
         if matrix:
             _matrix(config, base_dir, scenario, out, err, show_progress=not no_progress)
         command = "specseed " + shlex.join(sys.argv[1:]) if sys.argv else "specseed audit"
-        console = ConsoleReporter(out, err, progress=not no_progress and err.is_terminal)
+        console = ConsoleReporter(
+            out, err, progress=not no_progress and err.is_terminal, summary=summary
+        )
         reporters: list[Reporter] = [console]
+        bundle = None
+        if bundle_dir is not None:
+            bundle = BundleWriter(bundle_dir)
+            bundle.start(
+                config,
+                [(p.loaded, [plan.run for plan in p.plans]) for p in planned],
+                base_dir,
+                sys.argv[1:] or ["audit"],
+            )
+            reporters.append(BundleReporter(bundle))
         if json_path is not None:
             reporters.append(JsonReporter(lambda text: _write(json_path, text, "JSON report")))
         if junit_path is not None:
@@ -196,7 +235,12 @@ def audit(
 
         with console:
             result = run_audit(
-                config, planned, base_dir, trace_dir=trace_dir, on_event=on_event, command=command
+                config,
+                planned,
+                base_dir,
+                on_event=on_event,
+                command=command,
+                trace_writer=bundle.trace_writer if bundle is not None else None,
             )
         exit_code = EXIT_VIOLATION if result.verdict == "fail" else EXIT_OK
         if exit_code == EXIT_OK and checked_nothing(result.findings):

@@ -12,6 +12,7 @@ bookkeeping. Only an engine that cannot start at all raises ``EngineError``.
 from __future__ import annotations
 
 import time
+import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -269,6 +270,7 @@ def failure_from(exc: BaseException, recorder: TraceRecorder) -> EngineFailure:
         batch_size=batch_size,
         exception=type(exc).__name__,
         message=str(exc),
+        traceback="".join(traceback.format_exception(exc)),
     )
 
 

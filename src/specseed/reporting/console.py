@@ -33,6 +33,7 @@ from specseed.checks.findings import (
 )
 from specseed.matrix import MatrixResult
 from specseed.reporting.base import Reporter
+from specseed.reporting.causes import RootCause, root_causes
 from specseed.results import (
     AuditEvent,
     AuditResult,
@@ -55,7 +56,10 @@ STATUS_STYLE = {
 _SEVERITY = {"fail": 4, "error": 3, "known-limitation": 2, "pass": 1, "skip": 0}
 MAX_OFFSET_ROWS = 12
 MAX_OFFSET_TABLES = 2
-MAX_DIFFS_SHOWN = 3
+MAX_DIFFS_SHOWN = 1
+SHORT_RUN_NAME = 12
+"""Run names longer than this are shown as A and B in RNG state tables."""
+"""Diffs of a finding shown in full; the others get one line each."""
 
 
 def fmt_u64(value: int | None) -> str:
@@ -147,8 +151,9 @@ def _checks_cell(statuses: dict[str, str]) -> Text:
     return text if text else Text("no checks", style="dim")
 
 
-def verdict_table(result: AuditResult) -> Table:
-    """One row per scenario: its worst status, then its checks grouped by status."""
+def verdict_table(result: AuditResult, width: int | None = None) -> Table:
+    """One row per scenario: its worst status, then its checks grouped by status (reads at
+    any ``width`` down to 80 columns: the checks cell wraps)."""
     cells: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for scenario in result.scenarios:
         for finding in scenario.findings:
@@ -172,7 +177,7 @@ def verdict_table(result: AuditResult) -> Table:
     return table
 
 
-def _legend(result: AuditResult) -> Text:
+def _legend(result: AuditResult, width: int | None = None) -> Text:
     used = {f.check for f in result.findings}
     parts = [f"{CHECKS[c].short}={c}" for c in _ordered_checks() if c in used]
     return Text("checks: " + ", ".join(parts), style="dim")
@@ -227,7 +232,9 @@ def render_diff(diff: TokenDiff) -> Group:
     parts: list[RenderableType] = [header, tokens]
     if keys:
         # padding 1 and "row" for "kernel row": with two hex seeds and a run name the table
-        # must still fit 80 columns; only the run name may wrap.
+        # must still fit 80 columns; long run names become A and B.
+        short = max(len(diff.left.run), len(diff.right.run)) <= SHORT_RUN_NAME
+        names = (diff.left.run, diff.right.run) if short else ("A", "B")
         states = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 1))
         for column in ("event", "run", "seed", "subseq", "offset", "draws", "row", "iter"):
             states.add_column(
@@ -240,14 +247,14 @@ def render_diff(diff: TokenDiff) -> Group:
             left, right = _event_of(diff.left, key), _event_of(diff.right, key)
             differs = left is None or right is None or left.triple() != right.triple()
             label = key[0] if key[0] == "accept" else f"{key[0]}[{key[1]}]"
-            for n, (side, event) in enumerate(((diff.left, left), (diff.right, right))):
+            for n, event in enumerate((left, right)):
                 style = "red" if differs and n == 1 else ""
                 if event is None:
-                    states.add_row(label if n == 0 else "", side.run, "—", style=style)
+                    states.add_row(label if n == 0 else "", names[n], "—", style=style)
                     continue
                 states.add_row(
                     label if n == 0 else "",
-                    side.run,
+                    names[n],
                     fmt_u64(event.seed),
                     str(event.subsequence),
                     str(event.offset),
@@ -256,10 +263,11 @@ def render_diff(diff: TokenDiff) -> Group:
                     str(event.decoding_iter),
                     style=style,
                 )
+        tag_a, tag_b = ("", "") if short else ("A = ", "B = ")
         parts.append(
             Text(
-                f"RNG state behind it ({diff.left.run}: step {diff.left.step}, row "
-                f"{diff.left.row}; {diff.right.run}: step {diff.right.step}, row "
+                f"RNG state behind it ({tag_a}{diff.left.run}: step {diff.left.step}, row "
+                f"{diff.left.row}; {tag_b}{diff.right.run}: step {diff.right.step}, row "
                 f"{diff.right.row}):",
                 style="dim",
             )
@@ -390,13 +398,8 @@ def render_finding(finding: Finding) -> Group:
     for diff in finding.diffs[:MAX_DIFFS_SHOWN]:
         parts.append(Text(""))
         parts.append(render_diff(diff))
-    if len(finding.diffs) > MAX_DIFFS_SHOWN:
-        parts.append(
-            Text(
-                f"… {plural(len(finding.diffs) - MAX_DIFFS_SHOWN, 'more diff')} in --json",
-                style="dim",
-            )
-        )
+    for diff in finding.diffs[MAX_DIFFS_SHOWN:]:
+        parts.append(Text(f"  {_diff_line(diff)}", style="dim"))
     if finding.offsets:
         parts.append(Text(""))
         parts.append(render_offsets(finding.offsets))
@@ -404,8 +407,52 @@ def render_finding(finding: Finding) -> Group:
     return Group(*parts)
 
 
-def render_report(result: AuditResult, console: Console, exit_code: int) -> None:
-    """Print the whole report."""
+def _diff_line(diff: TokenDiff) -> str:
+    right = f" ({diff.right_request})" if diff.right_request else ""
+    return (
+        f"{diff.request} first diverges at token {diff.position} ({diff.left.run} vs "
+        f"{diff.right.run}{right}): {ATTRIBUTION_TEXT[diff.attribution]}"
+    )
+
+
+def findings_grid(findings: Sequence[Finding]) -> Table:
+    """Failing findings one line each: status and check, then scenario and message."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    for finding in findings:
+        style = "bold red" if finding.status == "fail" else "bold magenta"
+        grid.add_row(
+            Text.assemble("  ", (finding.status.upper(), style), " ", (finding.check, "bold")),
+            f"{finding.scenario}: {finding.message}",
+        )
+    return grid
+
+
+def render_root_causes(causes: Sequence[RootCause]) -> Group:
+    """One line per root cause, with what it affects, and the evidence of its suspect."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold red", no_wrap=True)
+    grid.add_column()
+    for cause in causes:
+        scenarios, requests, n = len(cause.scenarios), len(cause.requests), len(cause.findings)
+        grid.add_row(
+            cause.label,
+            Text.assemble(
+                f"{n} failing finding{'s' if n != 1 else ''}, {scenarios} "
+                f"scenario{'s' if scenarios != 1 else ''}, {requests} "
+                f"request{'s' if requests != 1 else ''} ({', '.join(cause.checks)})\n",
+                (cause.why, "dim"),
+            ),
+        )
+    title = Text(f"Root causes ({len(causes)}), by suspect defect:", style="bold")
+    return Group(title, grid)
+
+
+def render_report(
+    result: AuditResult, console: Console, exit_code: int, *, summary: bool = False
+) -> None:
+    """Print the whole report (``summary``: the verdict table and root causes only)."""
     engine = result.config.engine
     options = "".join(
         f", {key}: {', '.join(map(str, value)) if isinstance(value, list) else value}"
@@ -418,11 +465,24 @@ def render_report(result: AuditResult, console: Console, exit_code: int) -> None
         f"max_draft_len {engine.max_draft_len}, {plural(len(result.scenarios), 'scenario')}, "
         f"{plural(sum(len(s.traces) for s in result.scenarios), 'run')} in {result.seconds:.1f}s"
     )
-    console.print(verdict_table(result))
-    console.print(_legend(result))
+    console.print(verdict_table(result, console.width))
+    console.print(_legend(result, console.width))
     failing = [f for f in result.findings if f.status in ("fail", "error")]
-    for finding in failing:
-        console.print(render_finding(finding))
+    causes = root_causes(failing)
+    if causes:
+        console.print(render_root_causes(causes))
+        console.print()
+    for cause in causes if not summary else ():
+        console.print(render_finding(cause.lead))
+        others = [f for f in cause.findings if f is not cause.lead]
+        if others:
+            console.print(Text(f"Also pointing at {cause.label}:", style="bold"))
+            console.print(findings_grid(others))
+            console.print()
+    if any(len(c.findings) > 1 or c.lead.diffs[1:] for c in causes):
+        console.print(
+            Text("Every finding, with all its diffs and offsets, is in --json.", style="dim")
+        )
     limitations = [f for f in result.findings if f.status == "known-limitation"]
     if limitations:
         console.print(
@@ -441,13 +501,13 @@ def render_report(result: AuditResult, console: Console, exit_code: int) -> None
     counts: dict[str, int] = defaultdict(int)
     for finding in result.findings:
         counts[finding.status] += 1
-    summary = ", ".join(f"{counts[s]} {s}" for s in STATUS_STYLE if counts[s])
+    tally = ", ".join(f"{counts[s]} {s}" for s in STATUS_STYLE if counts[s])
     verdict = "[bold red]FAIL[/]" if result.verdict == "fail" else "[bold green]PASS[/]"
     if checked_nothing(result.findings):
         verdict = "[bold yellow]NOTHING CHECKED[/]"
     suspects = sorted({s.defect for f in failing for s in f.suspects})
     tail = f"; suspects: {', '.join(suspects)}" if suspects else ""
-    console.print(f"{verdict}: {summary}{tail} (exit {exit_code})")
+    console.print(f"{verdict}: {tally}{tail} (exit {exit_code})")
 
 
 MAX_SKIP_LINES = 8
@@ -551,10 +611,14 @@ def render_matrix(matrix: MatrixResult, console: Console) -> None:
 
 
 class ConsoleReporter(Reporter):
-    """The Rich terminal report; with ``progress``, a progress bar on stderr while it runs."""
+    """The Rich terminal report; with ``progress``, a progress bar on stderr while it runs;
+    with ``summary``, only the verdict table and the root causes."""
 
-    def __init__(self, out: Console, err: Console, *, progress: bool) -> None:
+    def __init__(
+        self, out: Console, err: Console, *, progress: bool, summary: bool = False
+    ) -> None:
         self.out = out
+        self.summary = summary
         self.progress = AuditProgress(err) if progress else None
 
     def __enter__(self) -> ConsoleReporter:
@@ -571,4 +635,4 @@ class ConsoleReporter(Reporter):
             self.progress(event)
 
     def finish(self, result: AuditResult, exit_code: int) -> None:
-        render_report(result, self.out, exit_code)
+        render_report(result, self.out, exit_code, summary=self.summary)

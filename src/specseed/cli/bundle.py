@@ -1,0 +1,409 @@
+"""Commands on bundles: ``check``, ``report``, ``diff``, ``replay``, ``minimize``."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from specseed.cli.errors import EXIT_OK, EXIT_VIOLATION, error_boundary
+from specseed.errors import InputError
+
+if TYPE_CHECKING:  # commands import their modules when they run
+    from specseed.bundle import Bundle
+    from specseed.checks.findings import Finding
+
+out = Console()
+err = Console(stderr=True)
+
+BUNDLE_ARG = typer.Argument(
+    help="A bundle directory (written by `specseed audit --bundle DIR`).",
+    metavar="BUNDLE",
+    show_default=False,
+)
+
+
+def _notes(notes: tuple[str, ...], console: Console) -> None:
+    for note in notes:
+        console.print(f"[yellow]bundle cut short:[/] {escape(note)}")
+
+
+def _write_text(path: Path | None, text: str) -> None:
+    if path is None or str(path) == "-":
+        sys.stdout.write(text)
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror}") from None
+    err.print(f"wrote {path}")
+
+
+def check(
+    bundle: Annotated[Path, BUNDLE_ARG],
+    contract: Annotated[
+        str | None,
+        typer.Option(
+            "--contract",
+            help="Hold the engine to this contract (default: the audit's).",
+            metavar="NAME",
+        ),
+    ] = None,
+    json_path: Annotated[
+        Path | None,
+        typer.Option("--json", help="Write the JSON report here ('-' for stdout).", metavar="PATH"),
+    ] = None,
+    summary: Annotated[
+        bool, typer.Option("--summary", help="Print only the verdict table and root causes.")
+    ] = False,
+) -> None:
+    """Re-run the checks on a bundle's recorded traces (no engine, no torch).
+
+    A trace recorded on a GPU box can be examined anywhere, against any
+    contract.
+
+    [bold]Examples[/]
+
+      specseed check bug/
+      specseed check bug/ --contract trtllm-pr17599
+
+    Exit codes: 0 every invariant holds, 1 a violation, 2 not a readable bundle.
+    """
+    from specseed.bundle import read_bundle
+    from specseed.replay import recheck
+    from specseed.reporting.console import render_report
+    from specseed.reporting.json_report import render_json
+
+    console = Console(stderr=json_path is not None and str(json_path) == "-")
+    with error_boundary():
+        loaded = read_bundle(bundle)
+        result = recheck(loaded, contract)
+        exit_code = EXIT_VIOLATION if result.verdict == "fail" else EXIT_OK
+        _notes(loaded.notes, console)
+        render_report(result, console, exit_code, summary=summary)
+        if json_path is not None:
+            _write_text(json_path, render_json(result, exit_code))
+    raise typer.Exit(exit_code)
+
+
+def report(
+    bundle: Annotated[Path, BUNDLE_ARG],
+    fmt: Annotated[
+        str,
+        typer.Option("--format", "-f", help="markdown (an issue body) or json.", metavar="FORMAT"),
+    ] = "markdown",
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write here (default: stdout).")
+    ] = None,
+    shrink: Annotated[
+        bool | None,
+        typer.Option(
+            "--minimize/--no-minimize",
+            help="Shrink the failing scenario first and store the smallest in the bundle "
+            "(default: when the bundle has none yet, the scenario is small and its engine "
+            "runs here).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Write an issue body from a bundle (Markdown for GitHub, or JSON).
+
+    Title, environment, expected versus observed, the minimal scenario, the
+    first divergence with its token and RNG diffs, the suspects, the
+    reproduce command.
+
+    The minimal scenario is the one `specseed minimize` stored in the
+    bundle; without one, a small failing scenario is minimized first (see
+    `specseed minimize --help` for the cost; --no-minimize skips it).
+
+    [bold]Examples[/]
+
+      specseed report bug/ > issue.md
+      gh issue create --title "$(specseed report bug/ -f json | jq -r .title)" \\
+        --body-file issue.md
+    """
+    from specseed.bundle import read_bundle
+    from specseed.replay import recheck
+    from specseed.reporting.issue import build_issue, render_issue_json, render_markdown
+
+    with error_boundary():
+        if fmt not in ("markdown", "json"):
+            raise InputError(f"--format {fmt}: unknown format", hint="markdown or json")
+        loaded = read_bundle(bundle)
+        rechecked = None
+        findings: list[Finding] = []
+        for item in loaded.scenarios:
+            recorded = item.findings
+            if recorded is None:  # cut short before its checks ran: check what was recorded
+                rechecked = rechecked or recheck(loaded)
+                recorded = tuple(f for f in rechecked.findings if f.scenario == item.name)
+            findings.extend(recorded)
+        if shrink is not False and _minimize_for_report(loaded, findings, forced=bool(shrink)):
+            loaded = read_bundle(bundle)  # with the minimal scenario it stored
+        issue = build_issue(loaded, findings)
+        text = render_markdown(issue) if fmt == "markdown" else render_issue_json(issue)
+        _write_text(output, text)
+
+
+def _minimize_for_report(bundle: Bundle, findings: list[Finding], *, forced: bool) -> bool:
+    """Shrink the scenario the report leads with when that is worth it and possible here;
+    True when a minimal scenario was stored."""
+    from specseed.bundle import recorded_scenarios, write_minimal
+    from specseed.engine_adapters.registry import get_engine
+    from specseed.errors import SpecseedError
+    from specseed.minimize import minimize as run_minimize
+    from specseed.minimize import small_enough, target_of
+    from specseed.reporting.causes import root_causes
+
+    causes = root_causes(findings)
+    if not causes:
+        return False
+    lead = causes[0].lead
+    item = next((s for s in bundle.scenarios if s.name == lead.scenario), None)
+    if item is None or item.minimal is not None:
+        return False
+    engine = bundle.config.engine.name
+    if not forced and (not small_enough(item.scenario) or get_engine(engine).missing_packages()):
+        err.print(
+            f"[dim]report: {item.name} not minimized (run specseed minimize "
+            f"{bundle.root} to shrink it)[/]"
+        )
+        return False
+    loaded = next(s for s in recorded_scenarios(bundle) if s.scenario.name == item.name)
+    err.print(f"[dim]report: minimizing {item.name} on engine {engine}…[/]")
+    try:
+        result = run_minimize(bundle.config, item.scenario, bundle.root, target=target_of(lead))
+    except SpecseedError as exc:
+        if forced:
+            raise
+        err.print(f"[yellow]report: could not minimize {item.name}:[/] {escape(exc.message)}")
+        return False
+    write_minimal(bundle.root, item.name, result.yaml_text(loaded.source))
+    err.print(f"[dim]report: stored {item.name}/minimal.yaml ({result.audits} audits)[/]")
+    return True
+
+
+def diff(
+    a: Annotated[Path, typer.Argument(help="The first bundle.", metavar="A", show_default=False)],
+    b: Annotated[Path, typer.Argument(help="The second bundle.", metavar="B", show_default=False)],
+    show_all: Annotated[bool, typer.Option("--all", help="List equal requests too.")] = False,
+) -> None:
+    """Compare two bundles request by request; exit 1 when they differ.
+
+    Two engine versions, two machines: each request is equal, diverged at
+    token n, or missing; RNG states side by side where they differ.
+
+    Exit codes: 0 the recordings agree, 1 they differ, 2 not a readable bundle.
+    """
+    from specseed.bundle import read_bundle
+    from specseed.replay import recordings
+    from specseed.reporting.recording_diff import render_recording_diff
+    from specseed.trace_diff import compare_recordings
+
+    with error_boundary():
+        left, right = read_bundle(a), read_bundle(b)
+        for label, loaded in (("A", left), ("B", right)):
+            _notes(tuple(f"{label}: {n}" for n in loaded.notes), out)
+        result = compare_recordings(
+            recordings(left), recordings(right), left_label=str(a), right_label=str(b)
+        )
+        render_recording_diff(result, out, show_all=show_all)
+    raise typer.Exit(EXIT_VIOLATION if result.differs else EXIT_OK)
+
+
+def replay(
+    bundle: Annotated[Path, BUNDLE_ARG],
+    model: Annotated[
+        Path | None,
+        typer.Option(
+            "--model",
+            help="Use this model.yaml's engine (its scenarios are ignored); default: the bundle's.",
+            metavar="MODEL_YAML",
+        ),
+    ] = None,
+    bundle_out: Annotated[
+        Path | None,
+        typer.Option("--bundle", help="Write the replay as a bundle too.", metavar="DIR"),
+    ] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="List equal requests too.")] = False,
+) -> None:
+    """Run a bundle's scenarios on this engine; diff against the recording.
+
+    A = the recording, B = the replay.
+
+    Exit codes: 0 the replay reproduces the recording, 1 it differs,
+    2 bad input, 3 the engine could not run.
+    """
+    from specseed.bundle import BundleWriter, read_bundle
+    from specseed.replay import replay as run_replay
+    from specseed.reporting.console import render_report
+    from specseed.reporting.recording_diff import render_recording_diff
+
+    with error_boundary(runs_engine=True):
+        loaded = read_bundle(bundle)
+        _notes(loaded.notes, out)
+        writer = None
+        if bundle_out is not None:
+            from specseed.bundle import recorded_scenarios
+
+            config = loaded.config
+            writer = BundleWriter(bundle_out)
+            scenarios = [(s, [r.name for r in s.scenario.runs]) for s in recorded_scenarios(loaded)]
+            writer.start(config, scenarios, loaded.root, sys.argv[1:] or ["replay"])
+        command = "specseed " + shlex.join(sys.argv[1:])
+        result = run_replay(
+            loaded,
+            model,
+            on_event=writer.on_event if writer is not None else None,
+            trace_writer=writer.trace_writer if writer is not None else None,
+            command=command,
+        )
+        exit_code = EXIT_VIOLATION if result.audit.verdict == "fail" else EXIT_OK
+        if writer is not None:
+            writer.finish(result.audit, exit_code)
+        render_report(result.audit, out, exit_code, summary=True)
+        out.print()
+        out.print("[bold]Replay against the recording[/] (A = recording, B = replay):")
+        render_recording_diff(result.diff, out, show_all=show_all)
+    raise typer.Exit(EXIT_VIOLATION if result.diff.differs else EXIT_OK)
+
+
+MINIMIZE_HELP = """Shrink a failing scenario to a minimal reproduction.
+
+Tries smaller scenarios (shorter max_tokens, fewer runs and requests, less
+prior traffic and warmup, no arrivals) and keeps each one on which the same
+finding still fails: the same check, naming the same suspect defect. Writes
+the smallest.
+
+[bold]Cost[/]: one audit of one scenario per candidate, at most --max-audits
+(default 60), on one engine loaded once, plus one audit to confirm the
+failure. Measured on the built-in scenarios with the reference engine (CPU):
+5 to 20 audits, 0.4 to 15 seconds. On a real engine each audit costs what
+the candidate's runs cost; the candidates shrink as it goes.
+
+[bold]Examples[/]
+
+  specseed minimize bug/     # stores bug/<scenario>/minimal.yaml
+  specseed minimize model.yaml -s uptime -o uptime.min.yaml
+"""
+
+
+def minimize(
+    target: Annotated[
+        Path,
+        typer.Argument(
+            help="A bundle directory, or a model.yaml.",
+            metavar="BUNDLE|MODEL_YAML",
+            show_default=False,
+        ),
+    ],
+    scenario: Annotated[
+        str | None,
+        typer.Option(
+            "--scenario",
+            "-s",
+            help="The scenario to shrink (default: the first failing).",
+            metavar="NAME",
+        ),
+    ] = None,
+    check_id: Annotated[
+        str | None,
+        typer.Option(
+            "--check",
+            help="Keep this check failing (default: the clearest failing finding).",
+            metavar="ID",
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Write the minimal scenario here (default: BUNDLE/<scenario>/minimal.yaml, "
+            "or <scenario>.min.yaml for a model.yaml).",
+        ),
+    ] = None,
+    max_audits: Annotated[
+        int, typer.Option("--max-audits", min=1, help="Stop after this many audits.")
+    ] = 60,
+) -> None:
+    from specseed.bundle import read_bundle, recorded_scenarios, write_minimal
+    from specseed.minimize import minimize as shrink
+    from specseed.minimize import size_of, target_of
+    from specseed.reporting.causes import root_causes
+    from specseed.runner import plan_audit
+    from specseed.scenarios.loader import load_audit_config
+
+    with error_boundary(runs_engine=True):
+        is_bundle = target.is_dir()
+        wanted = None
+        if is_bundle:
+            loaded = read_bundle(target)
+            config, base_dir = loaded.config, loaded.root
+            candidates = {s.scenario.name: s for s in recorded_scenarios(loaded)}
+            failing = [
+                f
+                for s in loaded.scenarios
+                for f in (s.findings or ())
+                if f.status in ("fail", "error") and (check_id is None or f.check == check_id)
+            ]
+            if scenario is not None:
+                failing = [f for f in failing if f.scenario == scenario]
+            if failing:
+                # The finding `specseed report` leads with: the clearest of the first cause.
+                wanted = root_causes(failing)[0].lead
+                scenario = wanted.scenario
+        else:
+            config = load_audit_config(target)
+            base_dir = target.parent
+            candidates = {
+                p.scenario.name: p.loaded for p in plan_audit(config, base_dir, str(target))
+            }
+            if scenario is None and len(candidates) == 1:
+                scenario = next(iter(candidates))
+        if scenario is None:
+            raise InputError(
+                "which scenario? pass --scenario NAME",
+                hint=f"scenarios: {', '.join(candidates)}",
+            )
+        if scenario not in candidates:
+            raise InputError(
+                f"--scenario {scenario}: not in {target}",
+                hint=f"scenarios: {', '.join(candidates)}",
+            )
+        chosen = candidates[scenario].scenario
+        goal = target_of(wanted) if wanted is not None else None
+        if goal is None and check_id is not None:
+            from specseed.checks import CHECKS
+            from specseed.minimize import Target
+
+            if check_id not in CHECKS:
+                raise InputError(f"--check {check_id}: unknown check", hint="see specseed checks")
+            goal = Target(check_id, None, CHECKS[check_id].kind == "comparison")
+
+        def step(audits: int, description: str, kept: bool) -> None:
+            mark = "[green]kept[/]" if kept else "[dim]no[/]"
+            err.print(f"[dim]audit {audits}:[/] {escape(description)}: {mark}")
+
+        result = shrink(config, chosen, base_dir, target=goal, max_audits=max_audits, on_step=step)
+        source = candidates[scenario].source
+        text = result.yaml_text(source)
+        if output is not None:
+            _write_text(output, text)
+        if is_bundle:
+            written = write_minimal(target, scenario, text)
+            err.print(f"wrote {written} (specseed report {target} uses it)")
+        elif output is None:
+            _write_text(Path(f"{scenario}.min.yaml"), text)
+        stop = " (stopped on --max-audits)" if result.budget_spent else ""
+        out.print(
+            f"minimized {scenario}: {size_of(result.original).text()} -> "
+            f"{size_of(result.minimal).text()} in {result.audits} audits{stop}; "
+            f"{result.target.describe()} still fails"
+        )

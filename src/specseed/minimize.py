@@ -1,0 +1,393 @@
+"""Shrinking a failing scenario to a minimal reproduction.
+
+Greedy reduction: try a smaller scenario (other expectations dropped, a run dropped, a
+request dropped, prior traffic and warmup removed or halved, every request's max_tokens
+halved, arrivals removed), audit it on the same engine, and keep it when the same finding
+still fails: the same check, naming the same suspect defect. Passes repeat until nothing
+shrinks or the audit budget is spent. Every candidate costs one audit of one scenario (its
+runs only); candidates that do not validate cost nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from specseed.checks.findings import FAILING, Finding
+from specseed.engine_adapters.base import EngineAdapter
+from specseed.errors import InputError, SpecseedError
+from specseed.results import AuditResult
+from specseed.runner import (
+    PlannedScenario,
+    base_settings,
+    create_adapter,
+    plan_run,
+    run_audit,
+)
+from specseed.scenarios.loader import LoadedScenario
+from specseed.scenarios.schema import AuditConfig, Scenario
+
+DEFAULT_MAX_AUDITS = 60
+AUTO_MINIMIZE_TOKENS = 2000
+"""``specseed report`` minimizes a scenario on its own only up to this many tokens
+(max_tokens summed over every request of every run): small enough that its audits take
+seconds on a CPU."""
+ScenarioDict = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Target:
+    """The finding a reduction must keep failing: its check and its first suspect."""
+
+    check: str
+    defect: str | None
+    comparison: bool
+
+    def matches(self, finding: Finding) -> bool:
+        return (
+            finding.status in FAILING
+            and finding.check == self.check
+            and (self.defect is None or any(s.defect == self.defect for s in finding.suspects))
+        )
+
+    def describe(self) -> str:
+        return self.check + (f" (suspect {self.defect})" if self.defect else "")
+
+
+def target_of(finding: Finding) -> Target:
+    from specseed.checks import CHECKS
+
+    spec = CHECKS.get(finding.check)
+    return Target(
+        check=finding.check,
+        defect=finding.suspects[0].defect if finding.suspects else None,
+        comparison=spec is not None and spec.kind == "comparison",
+    )
+
+
+@dataclass(frozen=True)
+class Size:
+    """How big a scenario is, in the units the minimizer shrinks."""
+
+    requests: int
+    runs: int
+    tokens: int
+    """max_tokens summed over every request of every run."""
+    warmup: int
+    """Warmup requests summed over runs ("max+N" counted at max_num_requests 8)."""
+    prior: int
+    """Prior-traffic requests summed over runs."""
+
+    def text(self) -> str:
+        parts = [f"{self.requests} requests", f"{self.runs} runs", f"{self.tokens} tokens"]
+        if self.warmup:
+            parts.append(f"{self.warmup} warmup requests")
+        if self.prior:
+            parts.append(f"{self.prior} prior requests")
+        return ", ".join(parts)
+
+
+def size_of(scenario: Scenario) -> Size:
+    tokens = sum(
+        scenario.resolved_request(r).max_tokens for run in scenario.runs for r in run.requests
+    )
+    return Size(
+        requests=len(scenario.requests),
+        runs=len(scenario.runs),
+        tokens=tokens,
+        warmup=sum(sum(run.warmup_sizes(8)) for run in scenario.runs),
+        prior=sum(run.prior_traffic.requests if run.prior_traffic else 0 for run in scenario.runs),
+    )
+
+
+def small_enough(scenario: Scenario) -> bool:
+    """Whether ``specseed report`` may minimize this scenario without being asked."""
+    size = size_of(scenario)
+    return size.tokens <= AUTO_MINIMIZE_TOKENS and size.warmup + size.prior <= 64
+
+
+@dataclass(frozen=True)
+class MinimizeResult:
+    original: Scenario
+    minimal: Scenario
+    target: Target
+    audits: int
+    """Audits run, the first (which confirms the failure) included."""
+    steps: tuple[str, ...]
+    """The reductions kept, in order."""
+    budget_spent: bool
+    """True when it stopped on the audit budget rather than at a fixed point."""
+
+    def yaml_text(self, source: str) -> str:
+        return scenario_yaml(
+            self.minimal,
+            f"Minimized by `specseed minimize` from {source} ({size_of(self.original).text()}) "
+            f"in {self.audits} audits: {self.target.describe()} still fails.",
+        )
+
+
+class _ScenarioDumper(yaml.SafeDumper):
+    """Writes scenarios the way the library's files look: one line per request and run."""
+
+
+def _flat(value: Any) -> bool:
+    if isinstance(value, list):
+        return all(not isinstance(v, (list, dict)) for v in value)
+    if isinstance(value, dict):
+        return all(
+            not isinstance(v, dict) and _flat(v) if isinstance(v, list) else not isinstance(v, dict)
+            for v in value.values()
+        )
+    return True
+
+
+def _represent_dict(dumper: yaml.SafeDumper, data: dict[str, Any]) -> yaml.Node:
+    return dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=_flat(data))
+
+
+def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=_flat(data))
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    style = ">" if len(data) > 80 else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_ScenarioDumper.add_representer(dict, _represent_dict)
+_ScenarioDumper.add_representer(list, _represent_list)
+_ScenarioDumper.add_representer(str, _represent_str)
+
+
+def scenario_yaml(scenario: Scenario, comment: str = "") -> str:
+    """A scenario as YAML that reads like the library's files, with a comment on top."""
+    data = scenario.model_dump(mode="json", exclude_unset=True)
+    head = "".join(f"# {line}\n" for line in _wrap(comment)) if comment else ""
+    return head + yaml.dump(data, Dumper=_ScenarioDumper, sort_keys=False, width=92)
+
+
+def _wrap(text: str, width: int = 92) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width) or [""]
+
+
+# -- candidates ---------------------------------------------------------------------------
+
+
+def _fix_references(d: ScenarioDict) -> ScenarioDict | None:
+    """Drop runs without requests and expectations left with fewer than two runs."""
+    names = set(d["requests"])
+    runs = []
+    for run in d["runs"]:
+        run["requests"] = [r for r in run["requests"] if r in names]
+        if "arrivals" in run:
+            run["arrivals"] = {k: v for k, v in run["arrivals"].items() if k in names}
+        if run["requests"]:
+            runs.append(run)
+    if not runs:
+        return None
+    d["runs"] = runs
+    run_names = {run["name"] for run in runs}
+    expect = []
+    for item in d.get("expect", []):
+        item["runs"] = [r for r in item["runs"] if r in run_names]
+        if item.get("requests") is not None:
+            item["requests"] = [r for r in item["requests"] if r in names]
+            if not item["requests"]:
+                continue
+        if len(item["runs"]) >= 2:
+            expect.append(item)
+    d["expect"] = expect
+    return d
+
+
+def _candidates(
+    d: ScenarioDict, target: Target, evidence: Finding
+) -> Iterator[tuple[str, ScenarioDict | None]]:
+    """Smaller variants of ``d``, the cuts the failing finding suggests first (only its
+    affected requests; tokens up to its first divergence), then shorter requests (every later
+    audit gets cheaper), then one structural cut at a time."""
+    scenario = Scenario.model_validate(d)
+    focus = [r for r in evidence.requests if r in d["requests"]]
+    for keep_only in (focus, focus[:1]):
+        if keep_only and len(keep_only) < len(d["requests"]):
+            c = copy.deepcopy(d)
+            c["requests"] = {k: v for k, v in c["requests"].items() if k in keep_only}
+            yield f"keep only the affected request(s) {', '.join(keep_only)}", _fix_references(c)
+        if len(focus) == 1:
+            break
+    if evidence.diffs:
+        last = max(diff.position for diff in evidence.diffs) + 1
+        if any(scenario.resolved_request(r).max_tokens > last for r in d["requests"]):
+            c = copy.deepcopy(d)
+            for name in c["requests"]:
+                current = scenario.resolved_request(name).max_tokens
+                c["requests"][name]["max_tokens"] = min(current, last)
+            yield f"max_tokens cut to the divergence ({last})", c
+    longest = max(scenario.resolved_request(r).max_tokens for r in d["requests"])
+    if longest > 1:
+        c = copy.deepcopy(d)
+        for name in c["requests"]:
+            current = scenario.resolved_request(name).max_tokens
+            c["requests"][name]["max_tokens"] = max(1, current // 2)
+        yield f"max_tokens halved (longest {longest} -> {max(1, longest // 2)})", c
+    expect = d.get("expect", [])
+    keep = [e for e in expect if target.comparison and e["check"] == target.check]
+    if len(keep) < len(expect):
+        c = copy.deepcopy(d)
+        c["expect"] = copy.deepcopy(keep)
+        yield "drop the other expectations", c
+    for run in reversed(d["runs"]):
+        c = copy.deepcopy(d)
+        c["runs"] = [r for r in c["runs"] if r["name"] != run["name"]]
+        yield f"drop run {run['name']}", _fix_references(c)
+    for name in reversed(list(d["requests"])):
+        c = copy.deepcopy(d)
+        del c["requests"][name]
+        yield f"drop request {name}", _fix_references(c)
+    for i, run in enumerate(d["runs"]):
+        prior = run.get("prior_traffic")
+        if prior:
+            c = copy.deepcopy(d)
+            del c["runs"][i]["prior_traffic"]
+            yield f"{run['name']}: no prior traffic", c
+            if prior["requests"] > 1:
+                c = copy.deepcopy(d)
+                c["runs"][i]["prior_traffic"]["requests"] = prior["requests"] // 2
+                yield f"{run['name']}: prior traffic {prior['requests'] // 2} requests", c
+            if prior.get("max_tokens", 8) > 1:
+                c = copy.deepcopy(d)
+                c["runs"][i]["prior_traffic"]["max_tokens"] = max(
+                    1, prior.get("max_tokens", 8) // 2
+                )
+                yield f"{run['name']}: prior traffic shorter", c
+        warmup = run.get("warmup") or []
+        for j, size in enumerate(warmup):
+            c = copy.deepcopy(d)
+            del c["runs"][i]["warmup"][j]
+            yield f"{run['name']}: drop warmup batch {size}", c
+            smaller: int | str | None = None
+            if isinstance(size, int) and size > 1:
+                smaller = size // 2
+            elif isinstance(size, str) and size.startswith("max+") and size != "max+1":
+                smaller = "max+1"
+            if smaller is not None:
+                c = copy.deepcopy(d)
+                c["runs"][i]["warmup"][j] = smaller
+                yield f"{run['name']}: warmup batch {size} -> {smaller}", c
+        if run.get("arrivals"):
+            c = copy.deepcopy(d)
+            del c["runs"][i]["arrivals"]
+            yield f"{run['name']}: every request arrives at step 0", c
+
+
+# -- the search ---------------------------------------------------------------------------
+
+
+def _audit(
+    config: AuditConfig, scenario: Scenario, base_dir: Path, adapter: EngineAdapter
+) -> AuditResult | None:
+    base = base_settings(config, base_dir)
+    planned = [
+        PlannedScenario(
+            LoadedScenario(scenario, "minimize"),
+            tuple(plan_run(scenario, run, base) for run in scenario.runs),
+        )
+    ]
+    try:
+        return run_audit(config, planned, base_dir, adapter=adapter)
+    except SpecseedError:  # the engine refuses the candidate: not a reproduction
+        return None
+
+
+def minimize(
+    config: AuditConfig,
+    scenario: Scenario,
+    base_dir: Path,
+    *,
+    target: Target | None = None,
+    max_audits: int = DEFAULT_MAX_AUDITS,
+    adapter: EngineAdapter | None = None,
+    on_step: Callable[[int, str, bool], None] | None = None,
+) -> MinimizeResult:
+    """Shrink ``scenario`` while ``target`` (default: its first failing finding) still fails.
+
+    ``on_step(audits, description, kept)`` is called after every audited candidate. Raises
+    ``InputError`` when the scenario does not fail to begin with.
+    """
+    engine = adapter or create_adapter(base_settings(config, base_dir))
+    try:
+        first = _audit(config, scenario, base_dir, engine)
+        audits = 1
+        failing = [f for f in (first.findings if first else []) if f.status in FAILING]
+        if target is None:
+            if not failing:
+                raise InputError(
+                    f"scenario {scenario.name} does not fail on this engine: nothing to minimize"
+                )
+            target = target_of(_clearest(failing))
+        elif not any(target.matches(f) for f in failing):
+            raise InputError(
+                f"scenario {scenario.name}: {target.describe()} does not fail on this engine: "
+                "nothing to minimize"
+            )
+        evidence = next(f for f in failing if target.matches(f))
+        current = scenario.model_dump(mode="json", exclude_unset=True)
+        steps: list[str] = []
+        refused: set[str] = set()
+        """Structural cuts that lost the finding once; not tried again on smaller variants."""
+        changed = True
+        while changed and audits < max_audits:
+            changed = False
+            for description, candidate in _candidates(current, target, evidence):
+                if audits >= max_audits:
+                    break
+                if candidate is None or description in refused:
+                    continue
+                try:
+                    parsed = Scenario.model_validate(candidate)
+                except ValidationError:
+                    continue
+                if target.comparison and not any(e.check == target.check for e in parsed.expect):
+                    continue
+                result = _audit(config, parsed, base_dir, engine)
+                audits += 1
+                match = next(
+                    (f for f in (result.findings if result else []) if target.matches(f)), None
+                )
+                kept = match is not None
+                if on_step is not None:
+                    on_step(audits, description, kept)
+                if not kept and description.startswith(("drop", "keep only", "max_tokens cut")):
+                    refused.add(description)
+                if match is not None:
+                    evidence = match
+                    current = parsed.model_dump(mode="json", exclude_unset=True)
+                    steps.append(description)
+                    changed = True
+                    break  # restart from the biggest cuts on the smaller scenario
+    finally:
+        if adapter is None:
+            engine.close()
+    return MinimizeResult(
+        original=scenario,
+        minimal=Scenario.model_validate(current),
+        target=target,
+        audits=audits,
+        steps=tuple(steps),
+        budget_spent=changed and audits >= max_audits,
+    )
+
+
+def _clearest(failing: list[Finding]) -> Finding:
+    """The finding to keep: one with a token diff first (what users file), then the rest."""
+    with_diffs = [f for f in failing if f.diffs and f.suspects]
+    with_suspects = [f for f in failing if f.suspects]
+    return (with_diffs or with_suspects or failing)[0]

@@ -1,0 +1,487 @@
+"""An issue body from a bundle (``specseed report``): Markdown to paste into a GitHub issue,
+or the same content as JSON.
+
+The body leads with what a maintainer needs to act: a title naming the suspect and the
+check, the environment, expected versus observed, the smallest scenario that fails (the
+minimized one when ``specseed minimize`` stored it), the first divergence with its token and
+RNG diffs, the suspects, and the command that reproduces it. Everything else stays in the
+bundle.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import yaml
+
+from specseed.bundle import Bundle, BundleScenario
+from specseed.checks import CHECKS
+from specseed.checks.findings import ATTRIBUTION_TEXT, EventState, Finding, OffsetRow, TokenDiff
+from specseed.defects import DEFECT_IDS, get_defect
+from specseed.reporting.causes import RootCause, root_causes
+
+ENVIRONMENT_ROWS = (
+    ("specseed", "specseed"),
+    ("engine", "engine"),
+    ("python", "Python"),
+    ("torch", "torch"),
+    ("cuda", "CUDA"),
+    ("gpu", "GPU"),
+    ("device", "device"),
+    ("flashinfer-python", "flashinfer"),
+    ("flashinfer", "flashinfer"),
+    ("tensorrt_llm", "TensorRT-LLM"),
+    ("vllm", "vLLM"),
+    ("platform", "platform"),
+    ("model", "model"),
+)
+MAX_OFFSET_ROWS = 12
+MAX_INLINE_SCENARIO_LINES = 80
+"""A scenario longer than this is not pasted into the issue (it is in the bundle)."""
+
+
+@dataclass(frozen=True)
+class IssueReport:
+    """What ``specseed report`` renders."""
+
+    title: str
+    verdict: str
+    causes: tuple[RootCause, ...]
+    lead: Finding | None
+    environment: tuple[tuple[str, str], ...]
+    engine_line: str
+    scenario: BundleScenario | None
+    scenario_yaml: str
+    minimized: bool
+    model_yaml: str
+    reproduce: tuple[str, ...]
+    notes: tuple[str, ...]
+    crashes: tuple[tuple[str, str], ...] = ()
+    """(run, stack trace) of the lead scenario's runs that crashed."""
+
+
+def _u64(value: int | None) -> str:
+    if value is None:
+        return "unique"
+    return str(value) if value < 1 << 32 else f"{value:#x}"
+
+
+def _engine_line(bundle: Bundle) -> str:
+    engine = bundle.config.engine
+    options = ", ".join(
+        f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}"
+        for k, v in engine.options.items()
+        if v not in (None, [], "", {})
+    )
+    return (
+        f"{engine.name} on {engine.device}, contract {bundle.contract}, max_draft_len "
+        f"{engine.max_draft_len}, verification {engine.verification}, overlap_scheduler "
+        f"{str(engine.overlap_scheduler).lower()}" + (f", options: {options}" if options else "")
+    )
+
+
+def _environment(bundle: Bundle) -> tuple[tuple[str, str], ...]:
+    env = bundle.environment
+    rows: list[tuple[str, str]] = []
+    seen = set()
+    for key, label in ENVIRONMENT_ROWS:
+        if key in env and label not in seen:
+            rows.append((label, env[key]))
+            seen.add(label)
+    for label in ("CUDA", "GPU", "flashinfer"):
+        if label not in seen:
+            rows.append((label, "none" if label != "flashinfer" else "not installed"))
+    return tuple(rows)
+
+
+def _model_for(bundle: Bundle, scenario_file: str) -> str:
+    data = bundle.config.model_dump(mode="json")
+    data["scenarios"] = [scenario_file]
+    if not data["checks"]["skip"]:
+        del data["checks"]
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def build_issue(bundle: Bundle, findings: Sequence[Finding] | None = None) -> IssueReport:
+    """The issue of a bundle (its recorded findings unless ``findings`` are given)."""
+    if findings is None:
+        findings = [f for s in bundle.scenarios for f in (s.findings or ())]
+    causes = tuple(root_causes(findings))
+    lead = causes[0].lead if causes else None
+    scenario = next((s for s in bundle.scenarios if lead and s.name == lead.scenario), None)
+    engine = bundle.config.engine
+    if lead is None:
+        title = f"specseed: every invariant holds on {engine.name} (contract {bundle.contract})"
+    else:
+        suspect = f"{causes[0].defect}: " if causes[0].defect else ""
+        more = len(causes) - 1
+        others = f" (+{more} more cause{'s' if more > 1 else ''})" if more else ""
+        title = f"[specseed] {suspect}{lead.check} fails on {engine.name} ({lead.scenario}){others}"
+    minimized = scenario is not None and scenario.minimal is not None
+    scenario_yaml = ""
+    if scenario is not None:
+        scenario_yaml = scenario.minimal if scenario.minimal is not None else scenario.text
+    name = f"{scenario.name}.yaml" if scenario is not None else "scenario.yaml"
+    reproduce = [f"specseed audit model.yaml   # model.yaml and {name} as above"]
+    if scenario is not None:
+        reproduce.append(
+            f"specseed audit {bundle.root}/model.yaml --scenario {scenario.name}"
+            "   # from the bundle"
+        )
+    reproduce.append(f"specseed replay {bundle.root}   # the recording against this engine")
+    return IssueReport(
+        title=title,
+        verdict="fail" if causes else "pass",
+        causes=causes,
+        lead=lead,
+        environment=_environment(bundle),
+        engine_line=_engine_line(bundle),
+        scenario=scenario,
+        scenario_yaml=scenario_yaml,
+        minimized=minimized,
+        model_yaml=_model_for(bundle, name),
+        reproduce=tuple(reproduce),
+        notes=bundle.notes,
+        crashes=tuple(
+            (run, trace.end.failure.traceback or trace.end.failure.message)
+            for run, trace in (scenario.traces.items() if scenario is not None else ())
+            if trace.end.failure is not None
+        ),
+    )
+
+
+# -- Markdown -----------------------------------------------------------------------------
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(
+    header: Sequence[str], rows: Sequence[Sequence[object]], *, text_columns: int = 1
+) -> list[str]:
+    """A GitHub table: the first ``text_columns`` columns left-aligned, numbers right."""
+    align = ["---" if i < text_columns else "---:" for i in range(len(header))]
+    out = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
+    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def _tokens(tokens: Sequence[int], start: int, position: int) -> str:
+    parts = ["…"] if start > 0 else []
+    for i, token in enumerate(tokens):
+        parts.append(f"[{token}]" if start + i == position else str(token))
+    if start + len(tokens) <= position:
+        parts.append("<end>")
+    return " ".join(parts)
+
+
+def _diff_markdown(diff: TokenDiff) -> list[str]:
+    right_name = diff.right_request or diff.request
+    lines = [
+        f"`{diff.request}` first diverges at token {diff.position}: "
+        f"**{ATTRIBUTION_TEXT[diff.attribution]}**.",
+        "",
+        "```text",
+    ]
+    left_label = diff.left.run + (f" ({diff.request})" if diff.right_request else "")
+    right_label = diff.right.run + (f" ({right_name})" if diff.right_request else "")
+    width = max(len(left_label), len(right_label))
+    lines.append(
+        f"{left_label:<{width}}  {_tokens(diff.left.tokens, diff.window_start, diff.position)}"
+    )
+    lines.append(
+        f"{right_label:<{width}}  {_tokens(diff.right.tokens, diff.window_start, diff.position)}"
+    )
+    lines += ["```", ""]
+    keys = sorted(
+        {(e.kind, e.index) for e in (*diff.left.events, *diff.right.events)},
+        key=lambda k: (["draft", "target", "accept"].index(k[0]), k[1]),
+    )
+    if keys:
+        lines.append(
+            f"RNG state behind it ({diff.left.run}: step {diff.left.step}, row {diff.left.row}; "
+            f"{diff.right.run}: step {diff.right.step}, row {diff.right.row}); differing "
+            "states in bold:"
+        )
+        lines.append("")
+        rows = []
+        for key in keys:
+            pair = [
+                next((e for e in side.events if (e.kind, e.index) == key), None)
+                for side in (diff.left, diff.right)
+            ]
+            label = key[0] if key[0] == "accept" else f"{key[0]}[{key[1]}]"
+            other = pair[0]
+            for n, (side, event) in enumerate(zip((diff.left, diff.right), pair, strict=True)):
+                rows.append(
+                    _state_row(label if n == 0 else "", side.run, event, other if n else None)
+                )
+        lines += _table(
+            ["event", "run", "seed", "subseq", "offset", "draws", "kernel row", "iter"],
+            rows,
+            text_columns=2,
+        )
+        lines.append("")
+    first = diff.first_state_difference
+    event = None if first is None else (first[0] or first[1])
+    if first is not None and event is not None and event.step != diff.left.step:
+        lines.append(
+            f"The earliest RNG difference for `{diff.request}` is earlier: {event.label()} at "
+            f"iteration {event.decoding_iter}: {_state_text(first[0])} in {diff.left.run}, "
+            f"{_state_text(first[1])} in {diff.right.run}."
+        )
+        lines.append("")
+    same = diff.left.logits_fingerprint == diff.right.logits_fingerprint
+    lines.append(
+        f"Target logits fingerprint: `{diff.left.logits_fingerprint or '—'}` vs "
+        f"`{diff.right.logits_fingerprint or '—'}` ({'equal' if same else 'different'})."
+    )
+    return lines
+
+
+def _state_text(event: EventState | None) -> str:
+    if event is None:
+        return "no event"
+    return f"seed {_u64(event.seed)}, subsequence {event.subsequence}, offset {event.offset}"
+
+
+def _state_row(
+    label: str, run: str, event: EventState | None, compare: EventState | None
+) -> list[str]:
+    """One side's state; where ``compare`` (the other side) is given, the fields that differ
+    from it in bold."""
+    if event is None:
+        return [label, run, "—", "", "", "", "", ""]
+    values = [
+        _u64(event.seed),
+        str(event.subsequence),
+        str(event.offset),
+        str(event.draws),
+        str(event.kernel_row),
+        str(event.decoding_iter),
+    ]
+    if compare is not None:
+        theirs = (compare.seed, compare.subsequence, compare.offset, compare.draws)
+        mine = (event.seed, event.subsequence, event.offset, event.draws)
+        marked = [
+            f"**{v}**" if a != b else v for v, a, b in zip(values, mine, theirs, strict=False)
+        ]
+        values = marked + values[4:]
+    return [label, run, *values]
+
+
+def _offsets_markdown(rows: Sequence[OffsetRow]) -> list[str]:
+    request = rows[0].request
+    mine = [r for r in rows if r.request == request]
+    first_bad = next((i for i, r in enumerate(mine) if r.mismatch), 0)
+    shown = mine[max(0, first_bad - 2) :][:MAX_OFFSET_ROWS]
+    lines = [
+        f"`{request}` in run {shown[0].run}: RNG state per event, expected by the contract "
+        "beside observed (mismatches in bold):",
+        "",
+    ]
+    table = []
+    for r in shown:
+
+        def mark(value: str, name: str, row: OffsetRow = r) -> str:
+            return f"**{value}**" if name in row.mismatch else value
+
+        table.append(
+            [
+                str(r.step),
+                str(r.decoding_iter),
+                r.event,
+                _u64(r.expected_seed),
+                str(r.expected_subsequence),
+                str(r.expected_offset),
+                mark(_u64(r.seed), "seed"),
+                mark(str(r.subsequence), "subsequence"),
+                mark(str(r.offset), "offset"),
+                str(r.draws),
+            ]
+        )
+    lines += _table(
+        [
+            "step",
+            "iter",
+            "event",
+            "exp seed",
+            "exp subseq",
+            "exp offset",
+            "seed",
+            "subseq",
+            "offset",
+            "draws",
+        ],
+        table,
+        text_columns=3,
+    )
+    hidden = len(mine) - len(shown)
+    if hidden > 0:
+        lines.append("")
+        lines.append(f"… {hidden} more events of `{request}` in the bundle's findings.")
+    return lines
+
+
+def render_markdown(issue: IssueReport) -> str:
+    out: list[str] = [f"## {issue.title}", ""]
+    if issue.notes:
+        out.append("> [!WARNING]")
+        out.append("> The bundle was cut short; this report covers what was recorded:")
+        out += [f"> - {note}" for note in issue.notes]
+        out.append("")
+    if issue.lead is None:
+        out.append(f"specseed found no violation: engine {issue.engine_line}.")
+        out.append("")
+    else:
+        n = sum(len(c.findings) for c in issue.causes)
+        out.append(
+            f"specseed found {n} failing finding{'s' if n != 1 else ''} with "
+            f"{len(issue.causes)} root cause{'s' if len(issue.causes) != 1 else ''}. "
+            f"Engine: {issue.engine_line}."
+        )
+        out.append("")
+    out.append("### Environment")
+    out.append("")
+    out += _table(["component", "version"], issue.environment, text_columns=2)
+    out.append("")
+    lead = issue.lead
+    if lead is not None:
+        spec = CHECKS.get(lead.check)
+        out.append("### Expected vs observed")
+        out.append("")
+        expected = spec.description if spec is not None else lead.check
+        out.append(f"- **Expected** (`{lead.check}`): {expected}")
+        out.append(
+            f"- **Observed** in scenario `{lead.scenario}` ({', '.join(lead.runs)}): {lead.message}"
+        )
+        out.append("")
+        out.append("### Suspects")
+        out.append("")
+        for cause in issue.causes:
+            summary = ""
+            if cause.defect in DEFECT_IDS:
+                summary = f" ({get_defect(cause.defect).summary})"
+            affected = (
+                f"{len(cause.findings)} failing finding{'s' if len(cause.findings) != 1 else ''}"
+                f" in {len(cause.scenarios)} scenario{'s' if len(cause.scenarios) != 1 else ''},"
+                f" {len(cause.requests)} request{'s' if len(cause.requests) != 1 else ''}"
+            )
+            out.append(f"- **{cause.label}**{summary}: {affected}. Evidence: {cause.why}")
+        out.append("")
+        out.append("### Minimal reproduction" if issue.minimized else "### Scenario")
+        out.append("")
+        if issue.minimized:
+            out.append(
+                "The failing scenario, shrunk by `specseed minimize` while the same check "
+                "still fails with the same suspect:"
+            )
+        else:
+            out.append(
+                "The failing scenario as recorded (`specseed minimize BUNDLE` shrinks it and "
+                "this report then shows the smallest one):"
+            )
+        out.append("")
+        lines = issue.scenario_yaml.rstrip().splitlines()
+        if len(lines) <= MAX_INLINE_SCENARIO_LINES:
+            name = f"{issue.scenario.name}.yaml" if issue.scenario else "scenario.yaml"
+            out += [f"`{name}`:", "", "```yaml", *lines, "```", ""]
+            out += [
+                "`model.yaml`:",
+                "",
+                "```yaml",
+                *issue.model_yaml.rstrip().splitlines(),
+                "```",
+                "",
+            ]
+        else:
+            out.append(
+                f"({len(lines)} lines: attached in the bundle as "
+                f"`{issue.scenario.name if issue.scenario else '?'}/scenario.yaml`.)"
+            )
+            out.append("")
+        out.append("### First divergence" if lead.diffs or lead.offsets else "### What failed")
+        out.append("")
+        if issue.minimized and (lead.diffs or lead.offsets):
+            out.append("_As recorded in the bundle, with the scenario before minimization._")
+            out.append("")
+        if lead.diffs:
+            out += _diff_markdown(lead.diffs[0])
+            if len(lead.diffs) > 1:
+                out.append("")
+                out.append("Other requests of this finding:")
+                out.append("")
+                for diff in lead.diffs[1:]:
+                    out.append(
+                        f"- `{diff.request}` first diverges at token {diff.position} "
+                        f"({diff.left.run} vs {diff.right.run}): {ATTRIBUTION_TEXT[diff.attribution]}"
+                    )
+        elif lead.offsets:
+            out += _offsets_markdown(lead.offsets)
+        else:
+            out.append(lead.message)
+            details = [line for line in lead.details[:20] if line not in lead.message]
+            if details:
+                out += ["", "```text", *details, "```"]
+        out.append("")
+        for run, stack in issue.crashes:
+            out.append(f"<details><summary>Stack trace of the engine in run {run}</summary>")
+            out += ["", "```text", *stack.rstrip().splitlines(), "```", "", "</details>", ""]
+        rest = [f for c in issue.causes for f in c.findings if f is not lead]
+        if rest:
+            out.append(f"<details><summary>All failing findings ({len(rest) + 1})</summary>")
+            out.append("")
+            for finding in (lead, *rest):
+                out.append(f"- `{finding.check}` · `{finding.scenario}`: {finding.message}")
+            out.append("")
+            out.append("</details>")
+            out.append("")
+    out.append("### Reproduce")
+    out.append("")
+    out.append("```sh")
+    out += list(issue.reproduce)
+    out.append("```")
+    out.append("")
+    out.append("_Report written by `specseed report`; the bundle holds every trace and finding._")
+    return "\n".join(out) + "\n"
+
+
+def issue_dict(issue: IssueReport) -> dict[str, Any]:
+    lead = issue.lead
+    return {
+        "title": issue.title,
+        "verdict": issue.verdict,
+        "engine": issue.engine_line,
+        "environment": dict(issue.environment),
+        "expected": CHECKS[lead.check].description if lead and lead.check in CHECKS else None,
+        "observed": lead.message if lead else None,
+        "check": lead.check if lead else None,
+        "scenario": lead.scenario if lead else None,
+        "causes": [
+            {
+                "defect": c.defect,
+                "checks": c.checks,
+                "findings": len(c.findings),
+                "scenarios": c.scenarios,
+                "requests": len(c.requests),
+                "why": c.why,
+            }
+            for c in issue.causes
+        ],
+        "scenario_yaml": issue.scenario_yaml,
+        "minimized": issue.minimized,
+        "model_yaml": issue.model_yaml,
+        "first_divergence": asdict(lead.diffs[0]) if lead and lead.diffs else None,
+        "reproduce": list(issue.reproduce),
+        "notes": list(issue.notes),
+        "crashes": [{"run": run, "traceback": stack} for run, stack in issue.crashes],
+        "body": render_markdown(issue),
+    }
+
+
+def render_issue_json(issue: IssueReport) -> str:
+    return json.dumps(issue_dict(issue), indent=2) + "\n"
