@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -223,18 +224,32 @@ class RunTrace:
     def failed(self) -> bool:
         return self.end.failure is not None
 
-    def rows_of(self, request_id: str) -> Iterator[tuple[StepRecord, RowRecord]]:
-        """The rows of one request, in step order, with their steps."""
+    @cached_property
+    def _rows_by_request(self) -> dict[str, list[tuple[StepRecord, RowRecord]]]:
+        # Built once per trace: checks ask for every request's rows, and scanning every step
+        # per request made them quadratic in requests.
+        index: dict[str, list[tuple[StepRecord, RowRecord]]] = {}
         for step in self.steps:
             for row in step.rows:
-                if row.request_id == request_id:
-                    yield step, row
+                index.setdefault(row.request_id, []).append((step, row))
+        return index
+
+    @cached_property
+    def _requests_by_id(self) -> dict[str, RequestInfo]:
+        index: dict[str, RequestInfo] = {}
+        for info in self.header.requests:
+            index.setdefault(info.request_id, info)
+        return index
+
+    def rows_of(self, request_id: str) -> Iterator[tuple[StepRecord, RowRecord]]:
+        """The rows of one request, in step order, with their steps."""
+        yield from self._rows_by_request.get(request_id, ())
 
     def request(self, request_id: str) -> RequestInfo:
-        for info in self.header.requests:
-            if info.request_id == request_id:
-                return info
-        raise KeyError(request_id)
+        info = self._requests_by_id.get(request_id)
+        if info is None:
+            raise KeyError(request_id)
+        return info
 
 
 # -- JSONL ------------------------------------------------------------------------------
