@@ -76,9 +76,7 @@ class _StreamIndex:
             tokens = self.trace.end.outputs.get(r.request_id, ())
             if len(tokens) >= MIN_TOKENS_FOR_IDENTITY:
                 key = (r.prompt_ids, r.temperature, r.top_k, r.top_p)
-                groups.setdefault((*key, tokens[:MIN_TOKENS_FOR_IDENTITY]), []).append(
-                    r.request_id
-                )
+                groups.setdefault((*key, tokens[:MIN_TOKENS_FOR_IDENTITY]), []).append(r.request_id)
         return {(a, b) for members in groups.values() for a, b in combinations(members, 2)}
 
     def candidate_pairs(

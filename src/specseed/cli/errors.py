@@ -1,6 +1,7 @@
 """The one error boundary: typed library errors become a message, a hint and an exit code.
 
-Exit codes: 0 every invariant holds, 1 a violation, 2 bad input, 3 the engine could not run.
+Exit codes: 0 every invariant holds, 1 a violation, 2 bad input, 3 the engine could not run,
+4 the audit ran but an output could not be written (130/143 for signals: cli/interrupts.py).
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from specseed.errors import EngineError, InputError, ScenarioError, SpecseedError
+from specseed.errors import EngineError, InputError, OutputError, ScenarioError, SpecseedError
 
 EXIT_OK = 0
 EXIT_VIOLATION = 1
 EXIT_BAD_INPUT = 2
 EXIT_ENGINE = 3
+EXIT_OUTPUT = 4
 
 # soft_wrap: a problem line (file:line: path: message) is never broken inside a path.
 stderr = Console(stderr=True, soft_wrap=True)
@@ -48,3 +50,6 @@ def error_boundary(*, runs_engine: bool = False) -> Iterator[None]:
     except EngineError as exc:
         _print_error(exc)
         raise typer.Exit(EXIT_ENGINE) from None
+    except OutputError as exc:
+        _print_error(exc)
+        raise typer.Exit(EXIT_OUTPUT) from None
