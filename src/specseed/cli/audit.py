@@ -77,6 +77,16 @@ def _silence_stdout() -> None:
     os.close(devnull)
 
 
+class _Stdout(Console):
+    """The terminal report's console. When the reader of stdout goes away (``| head -1``),
+    the rest of the report goes nowhere and the audit keeps its exit code; Rich's default
+    exits 1, which would turn a passing audit into a violation."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        _silence_stdout()
+
+
 def _exit_code(result: AuditResult, output_problems: int) -> int:
     """Interrupted beats violation beats missing outputs (README, "Exit codes")."""
     if result.interrupted:
@@ -233,7 +243,7 @@ def audit(
     from specseed.scenarios.loader import load_audit_config
     from specseed.scenarios.schema import AuditConfig
 
-    out = Console(stderr=json_path is not None and str(json_path) == "-")
+    out = _Stdout(stderr=json_path is not None and str(json_path) == "-")
     err = Console(stderr=True)
     with error_boundary(runs_engine=True):
         if jobs < 1:
