@@ -278,9 +278,17 @@ class TraceWriter:
 
     def _write(self, line: str) -> None:
         assert not self._closed, "trace writer already closed"
+        if self._file is None:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                self.abandon()
+                raise TraceWriteError(
+                    f"cannot write the trace {self.path}: cannot create the folder "
+                    f"{self.path.parent}: {exc.strerror or exc}"
+                ) from exc
         try:
             if self._file is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._file = self.path.open("w", encoding="utf-8")
             self._file.write(line + "\n")
             self._file.flush()
