@@ -1,0 +1,185 @@
+"""Where an audit's time and memory go, measured side by side in one run.
+
+    python benchmarks/bench_audit.py [--sizes 400,800,1600,10000] [--memory 1000,10000]
+
+Prints, on the built-in tiny model (CPU):
+
+1. the default audit (every built-in scenario): wall time, the engine's share (the runs'
+   own seconds) against everything else (planning, checks, trace records), and the wall time
+   with ``--trace-dir`` against without, as a ratio;
+2. the run checks on one run of N seeded requests (plus N/4 unseeded): seconds per check, and
+   how the time grows against N (1.0 = linear);
+3. peak memory (max RSS, each size in a fresh process) of audits of 1,000 and 10,000 requests
+   (scenarios of 100 requests each, traces streamed to a folder), and their ratio
+   (1.0 = flat).
+
+Nothing is asserted; the machine may be shared, so read the ratios first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from specseed.checks.context import CheckContext
+from specseed.checks.registry import run_checks
+from specseed.contracts import get_contract
+from specseed.runner import base_settings, create_adapter, plan_audit, plan_run, run_audit
+from specseed.scenarios.loader import parse_scenario
+from specseed.scenarios.schema import AuditConfig, EngineConfig
+from specseed.trace import RunTrace, TraceRecorder
+
+MAX_TOKENS = 4
+PER_SCENARIO = 100
+
+
+def scenario_text(name: str, seeded: int, unseeded: int, offset: int = 0) -> str:
+    lines = [
+        f"name: {name}",
+        "description: benchmark traffic",
+        f"defaults: {{max_tokens: {MAX_TOKENS}, temperature: 1.0}}",
+        "requests:",
+    ]
+    names = []
+    for i in range(seeded + unseeded):
+        seed = f", seed: {offset + i + 1}" if i < seeded else ""
+        lines.append(f"  r{i}: {{prompt: [{(offset + i) % 500 + 1}, 5, 9]{seed}}}")
+        names.append(f"r{i}")
+    lines += ["runs:", "  - name: all", f"    requests: [{', '.join(names)}]"]
+    return "\n".join(lines) + "\n"
+
+
+def default_audit() -> None:
+    config = AuditConfig()
+    planned = plan_audit(config, Path.cwd())
+    run_audit(config, planned[:1], Path.cwd())  # load and warm the engine once
+    started = time.perf_counter()
+    result = run_audit(config, planned, Path.cwd())
+    off = time.perf_counter() - started
+    engine = sum(t.end.seconds for s in result.scenarios for t in s.traces.values())
+    with tempfile.TemporaryDirectory() as folder:
+        started = time.perf_counter()
+        run_audit(config, planned, Path.cwd(), trace_dir=Path(folder))
+        on = time.perf_counter() - started
+    runs = sum(len(s.traces) for s in result.scenarios)
+    print(f"default audit ({len(result.scenarios)} scenarios, {runs} runs)")
+    print(f"  wall time, tracing off     {off:8.2f} s")
+    print(f"  engine (runs' own time)    {engine:8.2f} s   {engine / off:6.1%} of wall")
+    print(f"  everything else            {off - engine:8.2f} s   {(off - engine) / off:6.1%}")
+    print(f"  wall time, --trace-dir on  {on:8.2f} s   on/off = {on / off:.2f}")
+
+
+def record_run(requests: int) -> tuple[RunTrace, float]:
+    config = AuditConfig(engine=EngineConfig(max_num_requests=64))
+    scenario = parse_scenario(scenario_text("bench", requests, requests // 4), "bench")
+    plan = plan_run(scenario, scenario.runs[0], base_settings(config, Path.cwd()))
+    engine = create_adapter(plan.settings)
+    started = time.perf_counter()
+    trace = engine.run(plan, TraceRecorder())
+    return trace, time.perf_counter() - started
+
+
+def check_scaling(sizes: list[int]) -> None:
+    print(f"\nrun checks on one run of N seeded + N/4 unseeded requests ({MAX_TOKENS} tokens each)")
+    header = f"  {'N':>6} {'engine s':>9}"
+    checks = run_checks()
+    header += "".join(f" {spec.short:>9}" for spec in checks)
+    print(header + "  seeds growth")
+    print("  (seconds per check; growth: distinct-seeds time ratio / N ratio, 1.00 = linear)")
+    first: tuple[int, float] | None = None
+    for n in sizes:
+        trace, engine_seconds = record_run(n)
+        ctx = CheckContext(
+            scenario=None,  # type: ignore[arg-type] - run checks do not read it
+            traces={"all": trace},
+            contract=get_contract("ideal"),
+        )
+        row = f"  {n:>6} {engine_seconds:>9.2f}"
+        seeds = 0.0
+        for spec in checks:
+            started = time.perf_counter()
+            statuses = [f.status for f in spec.func(ctx, trace)]
+            seconds = time.perf_counter() - started
+            assert "fail" not in statuses, (spec.id, statuses)
+            row += f" {seconds:>9.3f}"
+            if spec.id == "distinct-seeds":
+                seeds = seconds
+        if first is None:
+            first = (n, seeds)
+            growth = "1.00 (base)"
+        else:
+            growth = f"{(seeds / first[1]) / (n / first[0]):.2f}"
+        print(row + f"  {growth}")
+
+
+def memory_child(requests: int) -> None:
+    """Run an audit of ``requests`` requests; print its peak RSS as JSON (fresh process)."""
+    with tempfile.TemporaryDirectory() as folder:
+        base = Path(folder)
+        names = []
+        for k in range(requests // PER_SCENARIO):
+            name = f"bench-{k}"
+            text = scenario_text(name, PER_SCENARIO, 0, offset=k * PER_SCENARIO)
+            (base / f"{name}.yaml").write_text(text)
+            names.append(f"{name}.yaml")
+        config = AuditConfig(engine=EngineConfig(max_num_requests=64), scenarios=names)
+        started = time.perf_counter()
+        result = run_audit(config, plan_audit(config, base), base, trace_dir=base / "traces")
+        seconds = time.perf_counter() - started
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"peak_mib": peak_kib / 1024, "seconds": seconds, "verdict": result.verdict}))
+
+
+def memory(sizes: list[int]) -> None:
+    print(f"\npeak memory (max RSS), scenarios of {PER_SCENARIO} requests, traces to a folder")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    base: float | None = None
+    for n in sizes:
+        out = subprocess.run(
+            [sys.executable, __file__, "--memory-child", str(n)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+        ).stdout
+        data = json.loads(out.strip().splitlines()[-1])
+        peak = data["peak_mib"]
+        base = base or peak
+        print(
+            f"  {n:>6} requests: {peak:8.1f} MiB in {data['seconds']:7.1f} s "
+            f"({data['verdict']}); vs first size {peak / base:.2f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="400,800,1600,10000")
+    parser.add_argument("--memory", default="1000,10000")
+    parser.add_argument("--skip-default", action="store_true")
+    parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_child:
+        memory_child(args.memory_child)
+        return
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"load {os.getloadavg()[0]:.1f}, python {platform.python_version()}"
+    )
+    if not args.skip_default:
+        default_audit()
+    if args.sizes:
+        check_scaling([int(n) for n in args.sizes.split(",")])
+    if args.memory:
+        memory([int(n) for n in args.memory.split(",")])
+
+
+if __name__ == "__main__":
+    main()
