@@ -97,8 +97,13 @@ def _serve(task: tuple[int, PlannedScenario]) -> tuple[int, ScenarioResult, dict
     index, item = task
     trace_dir = _worker["trace_dir"]
     folder = TraceDir(trace_dir) if trace_dir is not None else None  # the parent holds the lock
-    engine = _engine()
-    result = serve_scenario(engine, item, _worker["config"], folder, lambda _event: None)
+    try:
+        engine = _engine()
+        result = serve_scenario(engine, item, _worker["config"], folder, lambda _event: None)
+    except KeyboardInterrupt:
+        # The parent stopped the audit; serve_scenario already ended the current trace.
+        # SystemExit leaves the worker without a traceback.
+        raise SystemExit(143) from None
     return index, result, engine.environment()
 
 

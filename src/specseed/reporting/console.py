@@ -381,9 +381,8 @@ def render_report(result: AuditResult, console: Console, exit_code: int) -> None
     summary = ", ".join(f"{counts[s]} {s}" for s in STATUS_STYLE if counts[s])
     verdict = "[bold red]FAIL[/]" if result.verdict == "fail" else "[bold green]PASS[/]"
     if result.interrupted:  # a verdict on part of the audit must not read as the whole
-        verdict = (
-            f"[bold yellow]INTERRUPTED[/] ({result.interrupted}), finished scenarios {verdict}"
-        )
+        done = f"finished scenarios {verdict}" if result.scenarios else "no scenario finished"
+        verdict = f"[bold yellow]INTERRUPTED[/] ({result.interrupted}), {done}"
     suspects = sorted({s.defect for f in failing for s in f.suspects})
     tail = f"; suspects: {', '.join(suspects)}" if suspects else ""
     console.print(f"{verdict}: {summary}{tail} (exit {exit_code})")
