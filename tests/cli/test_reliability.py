@@ -206,3 +206,42 @@ def test_two_audits_on_one_trace_folder(tmp_path: Path) -> None:
     for path in traces.rglob("*.jsonl"):
         assert_whole_jsonl(path)
     assert load_trace(traces / "distinct-seeds" / "together.jsonl").end.failure is None
+
+
+def test_signal_with_jobs_stops_the_workers_and_keeps_their_traces(tmp_path: Path) -> None:
+    traces, report = tmp_path / "traces", tmp_path / "r.json"
+    proc = specseed(
+        str(slow_model(tmp_path)), "--jobs", "2", "--trace-dir", str(traces),
+        "--json", str(report),
+    )  # fmt: skip
+    wait_for_lines(traces / "slow" / "first.jsonl", 3, proc)
+    proc.send_signal(signal.SIGTERM)
+    rc, out, err = finish(proc)
+    assert rc == 143, err
+    assert "Traceback" not in out + err
+    assert "Interrupted by SIGTERM" in err
+    data = json.loads(report.read_text())
+    assert data["interrupted"] == "SIGTERM" and "slow" in data["unfinished"]
+    # The worker ended the run it was serving before it stopped.
+    interrupted = load_trace(traces / "slow" / "first.jsonl")
+    assert interrupted.end.failure is not None
+    assert interrupted.end.failure.exception == "Interrupted"
+    for path in traces.rglob("*.jsonl"):
+        assert_whole_jsonl(path)
+
+
+def test_sigterm_as_the_report_appears_never_leaves_a_partial_file(tmp_path: Path) -> None:
+    report, junit = tmp_path / "r.json", tmp_path / "j.xml"
+    proc = specseed("--scenario", "distinct-seeds", "--junit", str(junit), "--json", str(report))
+    deadline = time.monotonic() + 240
+    while not junit.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGTERM)  # while the JSON report is being written, or just after
+    rc, out, err = finish(proc)
+    assert "Traceback" not in out + err
+    # Held until the reports were complete (143), or it came as the process left (-15, after
+    # the handlers were restored) or after it ended (0): in every case both files are whole.
+    assert rc in (0, 143, -signal.SIGTERM), err
+    assert ET.parse(junit).getroot().get("tests") == "4"
+    assert json.loads(report.read_text())["verdict"] == "pass"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
