@@ -295,12 +295,14 @@ def serve_scenario(
     config: AuditConfig,
     trace_dir: TraceDir | None,
     emit: EventHandler,
+    *,
+    keep_steps: bool = False,
 ) -> ScenarioResult:
     """Serve a scenario's runs, check them, and keep what reporters need.
 
     The runs' steps are dropped once the checks have judged them (they are in the trace files
     when ``trace_dir`` is given): an audit's memory then grows with its largest scenario, not
-    with all of them.
+    with all of them. ``keep_steps`` keeps them, for callers that need whole runs in memory.
     """
     started = time.perf_counter()
     traces: dict[str, RunTrace] = {}
@@ -320,7 +322,7 @@ def serve_scenario(
     return ScenarioResult(
         scenario=item.scenario,
         source=item.loaded.source,
-        traces={name: replace(t, steps=()) for name, t in traces.items()},
+        traces=traces if keep_steps else {n: replace(t, steps=()) for n, t in traces.items()},
         findings=tuple(findings),
         seconds=time.perf_counter() - started,
         missing_evidence=tuple(missing),
@@ -336,8 +338,12 @@ def run_audit(
     on_event: EventHandler | None = None,
     adapter: EngineAdapter | None = None,
     command: str = "",
+    keep_steps: bool = False,
 ) -> AuditResult:
     """Serve every planned run and check the results.
+
+    The results' traces hold header and end only, unless ``keep_steps`` (see
+    ``serve_scenario``).
 
     An interrupt (``KeyboardInterrupt``, ``AuditInterrupted``) ends the current run's trace
     with an ``Interrupted`` failure and returns the scenarios that finished, with
@@ -357,7 +363,9 @@ def run_audit(
             validate_plans(engine, planned)
             try:
                 for item in planned:
-                    result = serve_scenario(engine, item, config, traces_to, emit)
+                    result = serve_scenario(
+                        engine, item, config, traces_to, emit, keep_steps=keep_steps
+                    )
                     results.append(result)
                     emit(ScenarioChecked(result))
             except KeyboardInterrupt as exc:
