@@ -11,7 +11,8 @@ Prints, on the built-in tiny model (CPU):
    how the time grows against N (1.0 = linear);
 3. peak memory (max RSS, each size in a fresh process) of audits of 1,000 and 10,000 requests
    (scenarios of 100 requests each, traces streamed to a folder), and their ratio
-   (1.0 = flat).
+   (1.0 = flat);
+4. validating a scenario with 38,000 unknown keys: YAML parsing against the rest.
 
 Nothing is asserted; the machine may be shared, so read the ratios first.
 """
@@ -28,6 +29,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import yaml
 
 from specseed.checks.context import CheckContext
 from specseed.checks.registry import run_checks
@@ -159,11 +162,35 @@ def memory(sizes: list[int]) -> None:
         )
 
 
+def validation_errors(keys: int) -> None:
+    """A scenario with ``keys`` unknown keys: YAML parsing against validating and reporting
+    (which walked the YAML tree once per error before the node index)."""
+    from specseed.errors import ScenarioError
+    from specseed.scenarios.loader import parse_scenario
+
+    text = "name: x\ndescription: d\n" + "".join(f"bogus{i}: 1\n" for i in range(keys))
+    text += "requests:\n  a: {prompt: [1], seed: 1}\nruns:\n  - name: r\n    requests: [a]\n"
+    started = time.perf_counter()
+    yaml.compose(text, Loader=yaml.SafeLoader)
+    yaml.safe_load(text)
+    parsing = time.perf_counter() - started
+    started = time.perf_counter()
+    try:
+        parse_scenario(text, "bench.yaml")
+    except ScenarioError as exc:
+        problems = len(exc.problems)
+    total = time.perf_counter() - started
+    print(f"\nvalidation of {keys} unknown keys ({problems} problems reported)")
+    print(f"  YAML parsing (twice, as the loader does) {parsing:7.2f} s")
+    print(f"  validation and error lines               {total - parsing:7.2f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="400,800,1600,10000")
     parser.add_argument("--memory", default="1000,10000")
     parser.add_argument("--skip-default", action="store_true")
+    parser.add_argument("--unknown-keys", type=int, default=38000)
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
@@ -175,6 +202,8 @@ def main() -> None:
     )
     if not args.skip_default:
         default_audit()
+    if args.unknown_keys:
+        validation_errors(args.unknown_keys)
     if args.sizes:
         check_scaling([int(n) for n in args.sizes.split(",")])
     if args.memory:
