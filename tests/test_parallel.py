@@ -113,3 +113,9 @@ def test_jobs_give_the_findings_of_a_serial_audit(tmp_path: Path) -> None:
         p.relative_to(tmp_path / "traces3") for p in (tmp_path / "traces3").rglob("*.jsonl")
     )
     assert serial == parallel and serial
+
+
+def test_an_empty_shard_says_so_and_runs_nothing() -> None:
+    result = CliRunner().invoke(app, ["audit", "-s", "distinct-seeds", "--shard", "2/2"])
+    assert result.exit_code == 0, result.output
+    assert "shard 2/2: no scenarios fall in this shard; nothing to run." in result.output
