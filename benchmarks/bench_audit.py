@@ -20,6 +20,7 @@ Nothing is asserted; the machine may be shared, so read the ratios first.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -94,7 +95,7 @@ def check_scaling(sizes: list[int]) -> None:
     checks = run_checks()
     header += "".join(f" {spec.short:>9}" for spec in checks)
     print(header + "  seeds growth")
-    print("  (seconds per check; growth: distinct-seeds time ratio / N ratio, 1.00 = linear)")
+    print("  (CPU seconds per check; growth: distinct-seeds time ratio / N ratio, 1.00 = linear)")
     first: tuple[int, float] | None = None
     for n in sizes:
         trace, engine_seconds = record_run(n)
@@ -106,9 +107,10 @@ def check_scaling(sizes: list[int]) -> None:
         row = f"  {n:>6} {engine_seconds:>9.2f}"
         seeds = 0.0
         for spec in checks:
-            started = time.perf_counter()
+            gc.collect()  # start each check from the same heap
+            started = time.process_time()  # CPU seconds: steadier than wall on a shared machine
             statuses = [f.status for f in spec.func(ctx, trace)]
-            seconds = time.perf_counter() - started
+            seconds = time.process_time() - started
             assert "fail" not in statuses, (spec.id, statuses)
             row += f" {seconds:>9.3f}"
             if spec.id == "distinct-seeds":
