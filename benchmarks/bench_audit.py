@@ -154,12 +154,15 @@ def _peak_rss_kib() -> int:
 
 
 def memory(sizes: list[int]) -> None:
-    print(f"\npeak memory (max RSS), scenarios of {PER_SCENARIO} requests, traces to a folder")
+    print(
+        f"\npeak memory (max RSS), scenarios of {PER_SCENARIO} requests of {MAX_TOKENS} "
+        "tokens, traces to a folder"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     base: float | None = None
     for n in sizes:
         out = subprocess.run(
-            [sys.executable, __file__, "--memory-child", str(n)],
+            [sys.executable, __file__, "--memory-child", str(n), "--tokens", str(MAX_TOKENS)],
             capture_output=True,
             text=True,
             check=True,
@@ -204,8 +207,11 @@ def main() -> None:
     parser.add_argument("--memory", default="1000,10000")
     parser.add_argument("--skip-default", action="store_true")
     parser.add_argument("--unknown-keys", type=int, default=38000)
+    parser.add_argument("--tokens", type=int, default=MAX_TOKENS, help="max_tokens per request")
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    global MAX_TOKENS
+    MAX_TOKENS = args.tokens
     if args.memory_child:
         memory_child(args.memory_child)
         return
