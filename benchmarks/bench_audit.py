@@ -202,6 +202,7 @@ def validation_errors(keys: int) -> None:
 
 
 def main() -> None:
+    global MAX_TOKENS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="400,800,1600,10000")
     parser.add_argument("--memory", default="1000,10000")
@@ -210,7 +211,6 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=MAX_TOKENS, help="max_tokens per request")
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    global MAX_TOKENS
     MAX_TOKENS = args.tokens
     if args.memory_child:
         memory_child(args.memory_child)
