@@ -37,3 +37,12 @@ def test_readme_names_every_check_defect_contract_field_and_scenario() -> None:
     names = [*CHECKS, *DEFECT_IDS, *CONTRACT_NAMES, *EngineConfig.model_fields, *library_names()]
     missing = [name for name in names if f"`{name}`" not in README and f"{name}:" not in README]
     assert not missing
+
+
+def test_ci_runs_the_lint_and_type_checks_after_the_tests() -> None:
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "set -euo pipefail" in ci
+    tests_at = ci.index("pytest -q")
+    for command in ("ruff check src tests", "ruff format --check src tests", "mypy"):
+        assert f"`{command}`" in README
+        assert command in ci[tests_at:], command

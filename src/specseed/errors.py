@@ -36,3 +36,33 @@ class EngineError(SpecseedError):
 
 class EngineUnavailable(EngineError):
     """An engine adapter whose package is not installed (for example tensorrt-llm)."""
+
+
+class OutputError(SpecseedError):
+    """The audit ran, but one of its outputs (a report file, a trace file) could not be
+    written. The findings stand; the message names what is missing. Exit code 4 when no
+    finding fails."""
+
+
+class TraceWriteError(OutputError):
+    """A run's trace file could not be written (disk full, a file where its folder should be).
+
+    The run goes on in memory, so its findings are complete; only the evidence on disk is
+    missing from the step named."""
+
+
+class TraceDirBusy(InputError):
+    """Another audit holds the ``--trace-dir`` (its lock file). Exit code 2, nothing run."""
+
+
+class AuditInterrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived while the audit ran.
+
+    A ``KeyboardInterrupt``, not an ``Exception``: no engine adapter or check may catch it as
+    a failure of its own. The runner ends the current trace with an ``Interrupted`` failure and
+    returns what finished.
+    """
+
+    def __init__(self, signal_name: str = "SIGINT") -> None:
+        super().__init__(f"interrupted by {signal_name}")
+        self.signal_name = signal_name

@@ -26,6 +26,9 @@ class ScenarioResult:
     findings: tuple[Finding, ...]
     seconds: float
     """Wall time of the scenario's runs and checks."""
+    missing_evidence: tuple[str, ...] = ()
+    """Trace files that could not be written, each with why and up to which step they hold
+    evidence (the findings were judged on the full runs in memory)."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,15 @@ class AuditResult:
     seconds: float
     command: str = ""
     """The command line that reproduces the audit."""
+    interrupted: str | None = None
+    """The signal that stopped the audit early (``SIGINT``, ``SIGTERM``); None: it ran to the
+    end. ``scenarios`` then holds the scenarios that finished, ``unfinished`` the others."""
+    unfinished: tuple[str, ...] = ()
+    """Scenarios not run to the end or not run at all (interrupted audits)."""
+
+    @property
+    def missing_evidence(self) -> list[str]:
+        return [m for s in self.scenarios for m in s.missing_evidence]
 
     @property
     def findings(self) -> list[Finding]:

@@ -7,6 +7,7 @@ decides how results look. Validation happens entirely before the engine is loade
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -32,7 +33,7 @@ from specseed.engine_adapters.base import (
     failure_from,
 )
 from specseed.engine_adapters.registry import load_adapter_class
-from specseed.errors import EngineError, ScenarioError
+from specseed.errors import AuditInterrupted, EngineError, ScenarioError
 from specseed.results import (
     AuditResult,
     AuditStarted,
@@ -44,7 +45,15 @@ from specseed.results import (
 )
 from specseed.scenarios.loader import LoadedScenario, engine_options, resolve_scenarios
 from specseed.scenarios.schema import AuditConfig, EngineConfig, Expectation, RunSpec, Scenario
-from specseed.trace import EVIDENCE_TEXT, RunEnd, RunTrace, TraceRecorder, TraceWriter
+from specseed.trace import (
+    EVIDENCE_TEXT,
+    EngineFailure,
+    RunEnd,
+    RunTrace,
+    TraceRecorder,
+    TraceWriter,
+)
+from specseed.trace_dir import TraceDir
 
 
 @dataclass(frozen=True)
@@ -262,11 +271,25 @@ def validate_plans(engine: EngineAdapter, planned: Sequence[PlannedScenario]) ->
         raise ScenarioError("the engine cannot serve these scenarios as written", problems)
 
 
+def _interrupted_end(exc: KeyboardInterrupt, recorder: TraceRecorder) -> RunEnd:
+    step, phase, batch_size = recorder.position
+    signal_name = exc.signal_name if isinstance(exc, AuditInterrupted) else "SIGINT"
+    failure = EngineFailure(
+        step, phase, batch_size, "Interrupted", f"the audit was interrupted by {signal_name}"
+    )
+    return RunEnd(outputs=recorder.emitted_outputs(), failure=failure)
+
+
 def run_guarded(engine: EngineAdapter, plan: RunPlan, recorder: TraceRecorder) -> RunTrace:
     """``engine.run``, guarded: an adapter that raises anyway still yields a trace with its
-    failure, and the trace file is closed whatever happens."""
+    failure, an interrupt ends the trace with an ``Interrupted`` failure before it goes on up,
+    and the trace file is closed whatever happens."""
     try:
         return engine.run(plan, recorder)
+    except KeyboardInterrupt as exc:
+        if recorder.has_header and not recorder.ended:
+            recorder.end(_interrupted_end(exc, recorder))
+        raise
     except Exception as exc:
         if recorder.ended or not recorder.has_header:
             raise EngineError(
@@ -279,6 +302,63 @@ def run_guarded(engine: EngineAdapter, plan: RunPlan, recorder: TraceRecorder) -
         recorder.close()
 
 
+def _unwritten(recorder: TraceRecorder, path: Path) -> str | None:
+    if recorder.write_error is None:
+        return None
+    held = recorder.written_steps
+    return (
+        f"{path}: {recorder.write_error.message.removeprefix(f'cannot write the trace {path}: ')}"
+        f"; the file holds {held} of {len(recorder.steps)} steps and no end record"
+    )
+
+
+def serve_scenario(
+    engine: EngineAdapter,
+    item: PlannedScenario,
+    config: AuditConfig,
+    trace_dir: TraceDir | None,
+    emit: EventHandler,
+    *,
+    keep_steps: bool = False,
+    trace_writer: Callable[[str, str], TraceWriter] | None = None,
+) -> ScenarioResult:
+    """Serve a scenario's runs, check them, and keep what reporters need.
+
+    The runs' steps are dropped once the checks have judged them (they are in the trace files
+    when ``trace_dir`` is given): an audit's memory then grows with its largest scenario, not
+    with all of them. ``keep_steps`` keeps them, for callers that need whole runs in memory.
+    """
+    started = time.perf_counter()
+    traces: dict[str, RunTrace] = {}
+    missing: list[str] = []
+    for plan in item.plans:
+        emit(RunStarted(plan.scenario, plan.run))
+        writer = (
+            trace_writer(plan.scenario, plan.run)
+            if trace_writer is not None
+            else trace_dir.writer(plan.scenario, plan.run)
+            if trace_dir is not None
+            else None
+        )
+        recorder = TraceRecorder(writer)
+        trace = run_guarded(engine, plan, recorder)
+        if writer is not None:
+            problem = _unwritten(recorder, writer.path)
+            if problem is not None:
+                missing.append(problem)
+        traces[plan.run] = trace
+        emit(RunFinished(plan.scenario, plan.run, trace.end.seconds, trace.failed))
+    findings = evaluate(item.scenario, traces, config.engine.contract, config.checks.skip)
+    return ScenarioResult(
+        scenario=item.scenario,
+        source=item.loaded.source,
+        traces=traces if keep_steps else {n: replace(t, steps=()) for n, t in traces.items()},
+        findings=tuple(findings),
+        seconds=time.perf_counter() - started,
+        missing_evidence=tuple(missing),
+    )
+
+
 def run_audit(
     config: AuditConfig,
     planned: Sequence[PlannedScenario],
@@ -289,48 +369,55 @@ def run_audit(
     adapter: EngineAdapter | None = None,
     command: str = "",
     trace_writer: Callable[[str, str], TraceWriter] | None = None,
+    keep_steps: bool = False,
+    lock_trace_dir: bool = True,
 ) -> AuditResult:
     """Serve every planned run and check the results.
 
-    ``trace_writer(scenario, run)``, when given, opens each run's trace file instead of
-    ``trace_dir`` (a bundle writes its traces this way)."""
+    The results' traces hold header and end only, unless ``keep_steps`` (see
+    ``serve_scenario``). ``trace_writer(scenario, run)``, when given, opens each run's trace
+    file instead of ``trace_dir`` (a bundle writes its traces this way).
+
+    An interrupt (``KeyboardInterrupt``, ``AuditInterrupted``) ends the current run's trace
+    with an ``Interrupted`` failure and returns the scenarios that finished, with
+    ``interrupted`` set; ``TraceDirBusy`` if another audit writes into ``trace_dir``.
+    """
     emit = on_event or (lambda _event: None)
     started = time.perf_counter()
     total = sum(len(p.plans) for p in planned)
-    emit(AuditStarted(scenarios=len(planned), runs=total, engine=config.engine.name))
-    engine = adapter or create_adapter(base_settings(config, base_dir))
-    results = []
-    try:
-        validate_plans(engine, planned)
-        for item in planned:
-            scenario_started = time.perf_counter()
-            traces: dict[str, RunTrace] = {}
-            for plan in item.plans:
-                emit(RunStarted(plan.scenario, plan.run))
-                writer = (
-                    trace_writer(plan.scenario, plan.run)
-                    if trace_writer is not None
-                    else TraceWriter(trace_dir / plan.scenario / f"{plan.run}.jsonl")
-                    if trace_dir is not None
-                    else None
-                )
-                trace = run_guarded(engine, plan, TraceRecorder(writer))
-                traces[plan.run] = trace
-                emit(RunFinished(plan.scenario, plan.run, trace.end.seconds, trace.failed))
-            findings = evaluate(item.scenario, traces, config.engine.contract, config.checks.skip)
-            result = ScenarioResult(
-                scenario=item.scenario,
-                source=item.loaded.source,
-                traces=traces,
-                findings=tuple(findings),
-                seconds=time.perf_counter() - scenario_started,
+    results: list[ScenarioResult] = []
+    interrupted: str | None = None
+    environment: dict[str, str] = {}
+    with contextlib.ExitStack() as stack:
+        traces_to = None
+        if trace_dir is not None:
+            traces_to = (
+                stack.enter_context(TraceDir(trace_dir)) if lock_trace_dir else TraceDir(trace_dir)
             )
-            results.append(result)
-            emit(ScenarioChecked(result))
-        environment = engine.environment()
-    finally:
-        if adapter is None:
-            engine.close()
+        emit(AuditStarted(scenarios=len(planned), runs=total, engine=config.engine.name))
+        engine = adapter or create_adapter(base_settings(config, base_dir))
+        try:
+            validate_plans(engine, planned)
+            try:
+                for item in planned:
+                    result = serve_scenario(
+                        engine,
+                        item,
+                        config,
+                        traces_to,
+                        emit,
+                        keep_steps=keep_steps,
+                        trace_writer=trace_writer,
+                    )
+                    results.append(result)
+                    emit(ScenarioChecked(result))
+            except KeyboardInterrupt as exc:
+                interrupted = exc.signal_name if isinstance(exc, AuditInterrupted) else "SIGINT"
+            environment = engine.environment()
+        finally:
+            if adapter is None:
+                engine.close()
+    done = {r.scenario.name for r in results}
     return AuditResult(
         config=config,
         contract=config.engine.contract,
@@ -338,4 +425,6 @@ def run_audit(
         environment=environment,
         seconds=time.perf_counter() - started,
         command=command,
+        interrupted=interrupted,
+        unfinished=tuple(p.scenario.name for p in planned if p.scenario.name not in done),
     )

@@ -11,13 +11,16 @@ The schema is documented in ARCHITECTURE.md ("Trace format").
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import IO, Any, Literal
 
 from specseed.contracts import EventKind
+from specseed.errors import TraceWriteError
 
 TRACE_SCHEMA_VERSION = "1.2"
 """1.1 added ``observability``, ``fresh_engine``, ``warmup_batches``, ``warmup_batch`` and
@@ -230,18 +233,32 @@ class RunTrace:
     def failed(self) -> bool:
         return self.end.failure is not None
 
-    def rows_of(self, request_id: str) -> Iterator[tuple[StepRecord, RowRecord]]:
-        """The rows of one request, in step order, with their steps."""
+    @cached_property
+    def _rows_by_request(self) -> dict[str, list[tuple[StepRecord, RowRecord]]]:
+        # Built once per trace: checks ask for every request's rows, and scanning every step
+        # per request made them quadratic in requests.
+        index: dict[str, list[tuple[StepRecord, RowRecord]]] = {}
         for step in self.steps:
             for row in step.rows:
-                if row.request_id == request_id:
-                    yield step, row
+                index.setdefault(row.request_id, []).append((step, row))
+        return index
+
+    @cached_property
+    def _requests_by_id(self) -> dict[str, RequestInfo]:
+        index: dict[str, RequestInfo] = {}
+        for info in self.header.requests:
+            index.setdefault(info.request_id, info)
+        return index
+
+    def rows_of(self, request_id: str) -> Iterator[tuple[StepRecord, RowRecord]]:
+        """The rows of one request, in step order, with their steps."""
+        yield from self._rows_by_request.get(request_id, ())
 
     def request(self, request_id: str) -> RequestInfo:
-        for info in self.header.requests:
-            if info.request_id == request_id:
-                return info
-        raise KeyError(request_id)
+        info = self._requests_by_id.get(request_id)
+        if info is None:
+            raise KeyError(request_id)
+        return info
 
 
 # -- JSONL ------------------------------------------------------------------------------
@@ -254,17 +271,39 @@ def _record_line(kind: str, record: Any) -> str:
 
 
 class TraceWriter:
-    """Writes one run's records to a JSONL file as they happen (flushed per line)."""
+    """Writes one run's records to a JSONL file as they happen (flushed per line).
+
+    The file is created with its first record, so a run that never starts leaves no empty
+    file. Any ``OSError`` (disk full, a file where the folder should be) becomes a
+    ``TraceWriteError`` naming the file.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] | None = path.open("w", encoding="utf-8")
+        self._file: IO[str] | None = None
+        self._closed = False
 
     def _write(self, line: str) -> None:
-        assert self._file is not None, "trace writer already closed"
-        self._file.write(line + "\n")
-        self._file.flush()
+        assert not self._closed, "trace writer already closed"
+        if self._file is None:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                self.abandon()
+                raise TraceWriteError(
+                    f"cannot write the trace {self.path}: cannot create the folder "
+                    f"{self.path.parent}: {exc.strerror or exc}"
+                ) from exc
+        try:
+            if self._file is None:
+                self._file = self.path.open("w", encoding="utf-8")
+            self._file.write(line + "\n")
+            self._file.flush()
+        except OSError as exc:
+            self.abandon()
+            raise TraceWriteError(
+                f"cannot write the trace {self.path}: {exc.strerror or exc}"
+            ) from exc
 
     def header(self, header: RunHeader) -> None:
         self._write(_record_line("header", header))
@@ -277,9 +316,23 @@ class TraceWriter:
         self.close()
 
     def close(self) -> None:
+        self._closed = True
         if self._file is not None:
-            self._file.close()
-            self._file = None
+            file, self._file = self._file, None
+            try:
+                file.close()
+            except OSError as exc:  # the last buffered bytes did not fit
+                raise TraceWriteError(
+                    f"cannot write the trace {self.path}: {exc.strerror or exc}"
+                ) from exc
+
+    def abandon(self) -> None:
+        """Close without raising (after a write already failed)."""
+        self._closed = True
+        if self._file is not None:
+            file, self._file = self._file, None
+            with contextlib.suppress(OSError):
+                file.close()
 
 
 def _event(d: dict[str, Any]) -> SamplingEvent:
@@ -326,10 +379,19 @@ def read_trace(lines: Iterable[str]) -> RunTrace:
     header: RunHeader | None = None
     steps: list[StepRecord] = []
     end: RunEnd | None = None
+    torn: str | None = None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        payload = json.loads(line)
+        if torn is not None:
+            raise ValueError(torn)
+        try:
+            payload = json.loads(line)
+        except json.JSONDecodeError as exc:
+            # Only the last line may be cut (disk full, a killed writer): then the trace is
+            # truncated there. A bad line followed by more lines is a corrupt file.
+            torn = f"line {number}: not a JSON record ({exc.msg})"
+            continue
         kind = payload.pop("record", None)
         if kind == "header":
             header = _header(payload)
@@ -343,9 +405,10 @@ def read_trace(lines: Iterable[str]) -> RunTrace:
         raise ValueError("trace has no header record")
     if end is None:
         last = steps[-1].step if steps else -1
+        why = "trace ends early" + (" with a cut line" if torn is not None else "")
         end = RunEnd(
             outputs={},
-            failure=EngineFailure(last, "scenario", 0, "TraceTruncated", "trace ends early"),
+            failure=EngineFailure(last, "scenario", 0, "TraceTruncated", why),
         )
     return RunTrace(header=header, steps=tuple(steps), end=end)
 
@@ -365,6 +428,11 @@ class TraceRecorder:
 
     def __init__(self, writer: TraceWriter | None = None) -> None:
         self._writer = writer
+        self.write_error: TraceWriteError | None = None
+        """Why the trace file stopped being written (None: it was not, or fully written).
+        The run itself goes on in memory: a failing disk is not an engine failure."""
+        self.written_steps = 0
+        """Step records that reached the trace file."""
         self._header: RunHeader | None = None
         self._steps: list[StepRecord] = []
         self._ended = False
@@ -396,25 +464,34 @@ class TraceRecorder:
                     outputs.setdefault(row.request_id, []).extend(row.emitted)
         return {k: tuple(v) for k, v in outputs.items()}
 
+    def _to_file(self, write: Callable[[TraceWriter], None]) -> bool:
+        if self._writer is None:
+            return False
+        try:
+            write(self._writer)
+        except TraceWriteError as exc:
+            self.write_error = exc
+            self._writer.abandon()
+            self._writer = None
+            return False
+        return True
+
     def header(self, header: RunHeader) -> None:
         self._header = header
-        if self._writer is not None:
-            self._writer.header(header)
+        self._to_file(lambda w: w.header(header))
 
     def step(self, step: StepRecord) -> None:
         self._steps.append(step)
-        if self._writer is not None:
-            self._writer.step(step)
+        if self._to_file(lambda w: w.step(step)):
+            self.written_steps += 1
 
     def end(self, end: RunEnd) -> RunTrace:
         if self._header is None:
             raise RuntimeError("a run ended before its header was recorded")
         self._ended = True
-        if self._writer is not None:
-            self._writer.end(end)
+        self._to_file(lambda w: w.end(end))
         return RunTrace(header=self._header, steps=tuple(self._steps), end=end)
 
     def close(self) -> None:
         """Close the trace file (idempotent); a run without an end record stays truncated."""
-        if self._writer is not None:
-            self._writer.close()
+        self._to_file(lambda w: w.close())

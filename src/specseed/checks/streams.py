@@ -3,6 +3,7 @@ their own."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from itertools import combinations
 
@@ -25,7 +26,11 @@ MIN_TOKENS_FOR_IDENTITY = 8
 """Shorter identical streams prove nothing: peaked distributions repeat short outputs."""
 
 
-def _events(trace: RunTrace, request: str) -> list[tuple[EventState, StepRecord, SamplingEvent]]:
+Located = tuple[EventState, StepRecord, SamplingEvent]
+Triple = tuple[int, int, int]
+
+
+def _events(trace: RunTrace, request: str) -> list[Located]:
     out = []
     for step, row in trace.rows_of(request):
         if row.discarded:
@@ -35,31 +40,57 @@ def _events(trace: RunTrace, request: str) -> list[tuple[EventState, StepRecord,
     return out
 
 
-Located = tuple[EventState, StepRecord, SamplingEvent]
+class _StreamIndex:
+    """Every request's sampling events, indexed once by (seed, subsequence, offset).
 
+    Comparing each pair of requests by rescanning the trace was quadratic in requests (1,600
+    seeded requests took minutes); the index finds the pairs that share a state, and the pairs
+    whose outputs could be identical, in one pass.
+    """
 
-def _events_by_request(trace: RunTrace) -> dict[str, list[Located]]:
-    """Every request's events in one pass (a run may hold thousands of requests, and the
-    checks below look at every pair of them)."""
-    out: dict[str, list[Located]] = {}
-    for step in trace.steps:
-        for row in step.rows:
-            if row.discarded:
-                continue
-            located = out.setdefault(row.request_id, [])
-            for event in row.events:
-                located.append((event_state(event, step.step, row.decoding_iter), step, event))
-    return out
+    def __init__(self, trace: RunTrace, requests: list[RequestInfo]) -> None:
+        self.trace = trace
+        self.position = {r.request_id: i for i, r in enumerate(requests)}
+        self.events = {r.request_id: _events(trace, r.request_id) for r in requests}
+        # For each state, each request's last event that drew from it (drawing events only).
+        self.by_state: dict[Triple, dict[str, Located]] = {}
+        for request_id, located in self.events.items():
+            for item in located:
+                if item[0].draws > 0:
+                    self.by_state.setdefault(item[0].triple(), {})[request_id] = item
 
+    def shared(self) -> dict[tuple[str, str], list[tuple[Located, Located]]]:
+        """For each pair (in request order) sharing a state: the first request's events that
+        start where one of the second's drawing events starts, in order, with that event."""
+        found: dict[tuple[str, str], list[tuple[Located, Located]]] = {}
+        for request_id, located in self.events.items():
+            mine = self.position[request_id]
+            for item in located:
+                for other_id, other in self.by_state.get(item[0].triple(), {}).items():
+                    if self.position[other_id] > mine:
+                        found.setdefault((request_id, other_id), []).append((item, other))
+        return found
 
-def _shared_states(
-    events: dict[str, list[Located]], a: str, b: str
-) -> list[tuple[Located, Located]]:
-    """Events of ``a`` and ``b`` that start at the same (seed, subsequence, offset)."""
-    index = {item[0].triple(): item for item in events.get(b, []) if item[0].draws > 0}
-    return [
-        (item, index[item[0].triple()]) for item in events.get(a, []) if item[0].triple() in index
-    ]
+    def maybe_identical(self, requests: list[RequestInfo]) -> set[tuple[str, str]]:
+        """Pairs whose outputs might be identical: same setup and same first tokens."""
+        groups: dict[tuple[object, ...], list[str]] = {}
+        for r in requests:
+            tokens = self.trace.end.outputs.get(r.request_id, ())
+            if len(tokens) >= MIN_TOKENS_FOR_IDENTITY:
+                key = (r.prompt_ids, r.temperature, r.top_k, r.top_p)
+                groups.setdefault((*key, tokens[:MIN_TOKENS_FOR_IDENTITY]), []).append(r.request_id)
+        return {(a, b) for members in groups.values() for a, b in combinations(members, 2)}
+
+    def candidate_pairs(
+        self, requests: list[RequestInfo]
+    ) -> list[tuple[RequestInfo, RequestInfo, list[tuple[Located, Located]]]]:
+        """Pairs that may share random numbers, in ``combinations(requests, 2)`` order, each
+        with its shared states; every other pair shares none and has different outputs."""
+        shared = self.shared()
+        pairs = set(shared) | self.maybe_identical(requests)
+        info = {r.request_id: r for r in requests}
+        ordered = sorted(pairs, key=lambda p: (self.position[p[0]], self.position[p[1]]))
+        return [(info[a], info[b], shared.get((a, b), [])) for a, b in ordered]
 
 
 def _candidate_pairs(
@@ -119,13 +150,14 @@ def _label(request: RequestInfo) -> str:
 
 
 def _shared_stream(
-    trace: RunTrace,
+    index: _StreamIndex,
     x: RequestInfo,
     y: RequestInfo,
     shared: list[tuple[Located, Located]],
     contract: RngContract,
 ) -> tuple[str, list[Suspect]] | None:
     """Why two requests that must not share random numbers did (None: they did not)."""
+    trace = index.trace
     identical = _identical_outputs(trace, x, y)
     if shared:
         (a, _, _), _ = shared[0]
@@ -139,7 +171,7 @@ def _shared_stream(
             suspects.extend(
                 seed_suspects(trace, step, request.request_id, event, request.seed, contract)
             )
-        if a.offset == 0 and len({e.seed for e, _, _ in _events(trace, x.request_id)}) > 1:
+        if a.offset == 0 and len({e.seed for e, _, _ in index.events[x.request_id]}) > 1:
             suspects.append(
                 Suspect(
                     "engine-counter",
@@ -172,7 +204,9 @@ def _shared_stream(
 )
 def distinct_seeds(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     seeded = [r for r in _scenario_requests(trace) if r.seed is not None and r.temperature > 0]
-    pairs = [(x, y) for x, y in combinations(seeded, 2) if x.seed != y.seed]
+    # Counted, not listed: the pairs themselves are quadratic in requests.
+    by_seed = Counter(r.seed for r in seeded)
+    pairs = (len(seeded) * (len(seeded) - 1) - sum(n * (n - 1) for n in by_seed.values())) // 2
     if not pairs or trace.failed:
         return
     unrecorded = sorted({r.request_id for r in seeded} & set(sampled_without_events(trace)))
@@ -183,11 +217,11 @@ def distinct_seeds(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     problems: list[str] = []
     suspects: list[Suspect] = []
     affected: set[str] = set()
-    events = _events_by_request(trace)
-    for x, y in _candidate_pairs(trace, events, pairs):
-        found = _shared_stream(
-            trace, x, y, _shared_states(events, x.request_id, y.request_id), ctx.contract
-        )
+    index = _StreamIndex(trace, seeded)
+    for x, y, shared in index.candidate_pairs(seeded):
+        if x.seed == y.seed:
+            continue
+        found = _shared_stream(index, x, y, shared, ctx.contract)
         if found is not None:
             problems.append(found[0])
             suspects.extend(found[1])
@@ -195,7 +229,7 @@ def distinct_seeds(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     if not problems:
         yield Finding(
             status="pass",
-            message=f"{trace.name}: {plural(len(pairs), 'pair')} of differently seeded requests drew from "
+            message=f"{trace.name}: {plural(pairs, 'pair')} of differently seeded requests drew from "
             "different streams",
             runs=(trace.name,),
         )
@@ -223,8 +257,7 @@ def distinct_seeds(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
 )
 def unseeded_independence(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     unseeded = [r for r in _scenario_requests(trace) if r.seed is None and r.temperature > 0]
-    pairs = list(combinations(unseeded, 2))
-    if not pairs or trace.failed:
+    if len(unseeded) < 2 or trace.failed:
         return
     unrecorded = sorted({r.request_id for r in unseeded} & set(sampled_without_events(trace)))
     if unrecorded:
@@ -238,9 +271,8 @@ def unseeded_independence(ctx: CheckContext, trace: RunTrace) -> Iterator[Findin
     suspects: list[Suspect] = []
     affected: set[str] = set()
     max_draft_len = ctx.max_draft_len(trace)
-    events = _events_by_request(trace)
-    for x, y in _candidate_pairs(trace, events, pairs):
-        shared = _shared_states(events, x.request_id, y.request_id)
+    index = _StreamIndex(trace, unseeded)
+    for x, y, shared in index.candidate_pairs(unseeded):
         if (
             limitation is not None
             and shared
@@ -255,7 +287,7 @@ def unseeded_independence(ctx: CheckContext, trace: RunTrace) -> Iterator[Findin
                 "offset) states, as the contract lays them out"
             )
             continue
-        found = _shared_stream(trace, x, y, shared, contract)
+        found = _shared_stream(index, x, y, shared, contract)
         if found is not None:
             problems.append(found[0])
             suspects.extend(found[1])

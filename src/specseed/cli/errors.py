@@ -2,6 +2,7 @@
 
 Exit codes: 0 every invariant holds, 1 a violation, 2 bad input, 3 the engine could not run,
 4 nothing was checked (every finding is skip).
+5 the audit ran but an output could not be written (130/143 for signals: cli/interrupts.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from specseed.errors import EngineError, InputError, ScenarioError, SpecseedError
+from specseed.errors import EngineError, InputError, OutputError, ScenarioError, SpecseedError
 
 EXIT_OK = 0
 EXIT_VIOLATION = 1
@@ -21,6 +22,8 @@ EXIT_BAD_INPUT = 2
 EXIT_ENGINE = 3
 EXIT_NOTHING_CHECKED = 4
 """Every finding is ``skip``: the engine exposed no evidence any check could use."""
+EXIT_OUTPUT = 5
+"""The audit ran, but a report or trace file could not be written."""
 
 # soft_wrap: a problem line (file:line: path: message) is never broken inside a path.
 stderr = Console(stderr=True, soft_wrap=True)
@@ -51,3 +54,6 @@ def error_boundary(*, runs_engine: bool = False) -> Iterator[None]:
     except EngineError as exc:
         _print_error(exc)
         raise typer.Exit(EXIT_ENGINE) from None
+    except OutputError as exc:
+        _print_error(exc)
+        raise typer.Exit(EXIT_OUTPUT) from None

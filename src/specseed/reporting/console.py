@@ -505,6 +505,9 @@ def render_report(
     verdict = "[bold red]FAIL[/]" if result.verdict == "fail" else "[bold green]PASS[/]"
     if checked_nothing(result.findings):
         verdict = "[bold yellow]NOTHING CHECKED[/]"
+    if result.interrupted:  # a verdict on part of the audit must not read as the whole
+        done = f"finished scenarios {verdict}" if result.scenarios else "no scenario finished"
+        verdict = f"[bold yellow]INTERRUPTED[/] ({result.interrupted}), {done}"
     suspects = sorted({s.defect for f in failing for s in f.suspects})
     tail = f"; suspects: {', '.join(suspects)}" if suspects else ""
     console.print(f"{verdict}: {tally}{tail} (exit {exit_code})")

@@ -2,7 +2,9 @@
 
 Schema (``report_version`` 1): top-level ``verdict`` ("pass" or "fail"), ``exit_code``,
 ``summary`` (count per status), ``engine`` (model.yaml's engine section), ``contract``,
-``environment``, ``command``, and ``findings``: a list of objects with ``check``,
+``environment``, ``command``, ``interrupted`` (the signal that stopped the audit, or null),
+``unfinished`` (scenarios an interrupt left out), ``missing_evidence`` (trace files that could
+not be written, with why), and ``findings``: a list of objects with ``check``,
 ``scenario``, ``status``, ``suspects`` (list of {defect, why}), ``requests``, ``runs``,
 ``message``, ``limitation``, ``details``, ``diffs`` and ``offsets``.
 """
@@ -47,6 +49,9 @@ def report_dict(result: AuditResult, exit_code: int) -> dict[str, Any]:
         "environment": result.environment,
         "command": result.command,
         "seconds": round(result.seconds, 3),
+        "interrupted": result.interrupted,
+        "unfinished": list(result.unfinished),
+        "missing_evidence": result.missing_evidence,
         "findings": [finding_dict(f) for f in result.findings],
     }
 

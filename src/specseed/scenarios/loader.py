@@ -162,25 +162,44 @@ def _parse_yaml(text: str, source: str) -> tuple[Any, yaml.Node | None]:
         loader.dispose()
 
 
+class _NodeIndex:
+    """Finds the line of a field path in a YAML node tree; each mapping's keys are indexed
+    the first time a path goes through it. Walking a mapping's keys once per error made error
+    reporting quadratic (38k unknown keys took minutes)."""
+
+    def __init__(self, root: yaml.Node | None) -> None:
+        self.root = root
+        self._keys: dict[int, dict[str, yaml.Node]] = {}
+
+    def _child(self, node: yaml.MappingNode, key: str) -> yaml.Node | None:
+        keys = self._keys.get(id(node))
+        if keys is None:
+            keys = {}
+            for key_node, value in node.value:
+                keys.setdefault(str(key_node.value), value)  # the first, as YAML reads it
+            self._keys[id(node)] = keys
+        return keys.get(key)
+
+    def line_of(self, loc: tuple[int | str, ...]) -> int | None:
+        """1-based line of the YAML node at a field path (the deepest node that exists)."""
+        node = self.root
+        best = node.start_mark.line + 1 if node is not None else None
+        for part in loc:
+            child: yaml.Node | None = None
+            if isinstance(node, yaml.MappingNode):
+                child = self._child(node, str(part))
+            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+                child = node.value[part] if 0 <= part < len(node.value) else None
+            if child is None:
+                return best
+            node = child
+            best = node.start_mark.line + 1
+        return best
+
+
 def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
     """1-based line of the YAML node at a field path (the deepest node that exists)."""
-    best = node.start_mark.line + 1 if node is not None else None
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                if key.value == str(part):
-                    node = value
-                    break
-            else:
-                return best
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
-            if part >= len(node.value):
-                return best
-            node = node.value[part]
-        else:
-            return best
-        best = node.start_mark.line + 1
-    return best
+    return _NodeIndex(node).line_of(loc)
 
 
 # -- pydantic errors to user messages -----------------------------------------------------
@@ -303,9 +322,10 @@ def _validate(
         return model.model_validate(data, context=context)
     except ValidationError as exc:
         problems = []
+        index = _NodeIndex(node)
 
         def add(loc: tuple[int | str, ...], message: str) -> None:
-            line = _line_of(node, prefix + loc)
+            line = index.line_of(prefix + loc)
             where = f"{source}:{line}" if line else source
             problems.append(f"{where}: {_format_loc(prefix + loc)}: {message}")
 

@@ -1,0 +1,190 @@
+"""Splitting an audit: ``--shard i/n`` across CI machines, ``--jobs N`` across processes.
+
+Sharding is deterministic and needs no coordination: the scenarios are sorted by name and
+dealt round-robin, so shard ``i`` of ``n`` gets the names at sorted positions ``i - 1``,
+``i - 1 + n``, ...; every scenario lands in exactly one shard whatever the order model.yaml
+lists them in, and shards differ in size by at most one.
+
+Jobs run independent scenarios in worker processes (``spawn``: each loads its own engine, so
+memory grows by one engine per job). Every run already starts on fresh engine state, so the
+findings are those of a serial audit; results are put back in the planned order. The parent
+holds the ``--trace-dir`` lock; workers write their runs' traces into it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from specseed.engine_adapters.base import EngineAdapter
+from specseed.errors import AuditInterrupted, InputError, ScenarioError
+from specseed.results import (
+    AuditResult,
+    AuditStarted,
+    EventHandler,
+    RunFinished,
+    RunStarted,
+    ScenarioChecked,
+    ScenarioResult,
+)
+from specseed.runner import (
+    PlannedScenario,
+    base_settings,
+    create_adapter,
+    run_audit,
+    serve_scenario,
+)
+from specseed.scenarios.schema import AuditConfig
+from specseed.trace import TraceWriter
+from specseed.trace_dir import TraceDir
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"2/5"`` as (2, 5); ``InputError`` unless 1 <= i <= n."""
+    index, slash, count = text.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        i = n = 0
+    if not slash or n < 1 or not 1 <= i <= n:
+        raise InputError(
+            f"--shard {text}: expected i/n with 1 <= i <= n", hint="for example --shard 1/4"
+        )
+    return i, n
+
+
+def shard(planned: Sequence[PlannedScenario], index: int, count: int) -> list[PlannedScenario]:
+    """The scenarios of shard ``index`` (1-based) of ``count``, in planned order."""
+    names = sorted(p.scenario.name for p in planned)
+    mine = {name for position, name in enumerate(names) if position % count == index - 1}
+    return [p for p in planned if p.scenario.name in mine]
+
+
+# -- worker processes ---------------------------------------------------------------------
+
+_worker: dict[str, Any] = {}
+"""This worker's engine and audit settings (set by ``_init_worker``)."""
+
+
+def _raise_interrupt(signum: int, _frame: object) -> None:
+    raise AuditInterrupted(signal.Signals(signum).name)
+
+
+def _init_worker(config: AuditConfig, base_dir: Path, trace_dir: Path | None) -> None:
+    # Ctrl-C reaches the whole process group: the parent decides, and stops workers with
+    # SIGTERM, which ends the current run's trace with an Interrupted failure.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    _worker.update(config=config, base_dir=base_dir, trace_dir=trace_dir)
+
+
+def _engine() -> EngineAdapter:
+    if "engine" not in _worker:
+        _worker["engine"] = create_adapter(base_settings(_worker["config"], _worker["base_dir"]))
+    engine: EngineAdapter = _worker["engine"]
+    return engine
+
+
+def _validate(planned: Sequence[PlannedScenario]) -> list[str]:
+    engine = _engine()
+    return [p for item in planned for plan in item.plans for p in engine.validate(plan)]
+
+
+def _serve(task: tuple[int, PlannedScenario]) -> tuple[int, ScenarioResult, dict[str, str]]:
+    index, item = task
+    trace_dir = _worker["trace_dir"]
+    folder = TraceDir(trace_dir) if trace_dir is not None else None  # the parent holds the lock
+    try:
+        engine = _engine()
+        result = serve_scenario(engine, item, _worker["config"], folder, lambda _event: None)
+    except KeyboardInterrupt:
+        # The parent stopped the audit; serve_scenario already ended the current trace.
+        # SystemExit leaves the worker without a traceback.
+        raise SystemExit(143) from None
+    return index, result, engine.environment()
+
+
+def run_audit_jobs(
+    config: AuditConfig,
+    planned: Sequence[PlannedScenario],
+    base_dir: Path,
+    *,
+    jobs: int,
+    trace_dir: Path | None = None,
+    on_event: EventHandler | None = None,
+    command: str = "",
+    trace_writer: Callable[[str, str], TraceWriter] | None = None,
+    lock_trace_dir: bool = True,
+) -> AuditResult:
+    """``run_audit`` with scenarios spread over ``jobs`` worker processes (same findings).
+
+    Workers write their traces under ``trace_dir`` (``trace_writer`` serves the serial case
+    only); ``lock_trace_dir`` False when the caller already holds the folder's lock."""
+    if jobs <= 1 or len(planned) <= 1:
+        return run_audit(
+            config,
+            planned,
+            base_dir,
+            trace_dir=trace_dir,
+            on_event=on_event,
+            command=command,
+            trace_writer=trace_writer,
+            lock_trace_dir=lock_trace_dir,
+        )
+    emit = on_event or (lambda _event: None)
+    started = time.perf_counter()
+    done: dict[int, ScenarioResult] = {}
+    environment: dict[str, str] = {}
+    interrupted: str | None = None
+    lock = TraceDir(trace_dir) if trace_dir is not None and lock_trace_dir else None
+    if lock is not None:
+        lock.lock()
+    context = multiprocessing.get_context("spawn")
+    pool = context.Pool(
+        min(jobs, len(planned)), _init_worker, (config, base_dir, trace_dir), maxtasksperchild=None
+    )
+    try:
+        emit(
+            AuditStarted(
+                scenarios=len(planned),
+                runs=sum(len(p.plans) for p in planned),
+                engine=config.engine.name,
+            )
+        )
+        try:
+            problems = pool.apply(_validate, (list(planned),))
+            if problems:
+                raise ScenarioError("the engine cannot serve these scenarios as written", problems)
+            for index, result, env in pool.imap_unordered(_serve, list(enumerate(planned))):
+                done[index] = result
+                environment = env
+                for name, trace in result.traces.items():
+                    emit(RunStarted(result.scenario.name, name))
+                    emit(RunFinished(result.scenario.name, name, trace.end.seconds, trace.failed))
+                emit(ScenarioChecked(result))
+        except KeyboardInterrupt as exc:
+            interrupted = exc.signal_name if isinstance(exc, AuditInterrupted) else "SIGINT"
+            pool.terminate()  # SIGTERM: each worker ends its current trace, then stops
+        else:
+            pool.close()
+        pool.join()
+    finally:
+        pool.terminate()
+        if lock is not None:
+            lock.release()
+    results = tuple(done[i] for i in sorted(done))
+    finished = {r.scenario.name for r in results}
+    return AuditResult(
+        config=config,
+        contract=config.engine.contract,
+        scenarios=results,
+        environment=environment,
+        seconds=time.perf_counter() - started,
+        command=command,
+        interrupted=interrupted,
+        unfinished=tuple(p.scenario.name for p in planned if p.scenario.name not in finished),
+    )

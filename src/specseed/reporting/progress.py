@@ -1,0 +1,55 @@
+"""Plain progress lines on stderr, for logs that are not a terminal (CI).
+
+One line when the audit starts and one per finished scenario, with its finding counts and
+seconds; no colour, no cursor movement, flushed at once so that a CI log shows where a long
+audit is. The Rich progress bar (``console.AuditProgress``) is for terminals.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TextIO
+
+from specseed.checks.findings import STATUSES
+from specseed.reporting.base import Reporter
+from specseed.results import AuditEvent, AuditResult, AuditStarted, ScenarioChecked
+
+
+class ProgressLines(Reporter):
+    """``specseed: [3/10] uptime: 2 runs, 9 pass, 0 fail, 0 error (1.2s)``."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.total = 0
+        self.done = 0
+
+    def _line(self, text: str) -> None:
+        try:
+            self.stream.write(f"specseed: {text}\n")
+            self.stream.flush()
+        except (OSError, ValueError):  # a closed stderr must not stop the audit
+            pass
+
+    def on_event(self, event: AuditEvent) -> None:
+        if isinstance(event, AuditStarted):
+            self.total = event.scenarios
+            self._line(
+                f"auditing engine {event.engine}: {event.scenarios} scenario"
+                f"{'s' if event.scenarios != 1 else ''}, {event.runs} run"
+                f"{'s' if event.runs != 1 else ''}"
+            )
+        elif isinstance(event, ScenarioChecked):
+            self.done += 1
+            result = event.result
+            counts = Counter(f.status for f in result.findings)
+            shown = ", ".join(
+                f"{counts[s]} {s}" for s in STATUSES if counts[s] or s in ("pass", "fail")
+            )
+            runs = len(result.traces)
+            self._line(
+                f"[{self.done}/{self.total}] {result.scenario.name}: {runs} run"
+                f"{'s' if runs != 1 else ''}, {shown} ({result.seconds:.1f}s)"
+            )
+
+    def finish(self, result: AuditResult, exit_code: int) -> None:
+        """Nothing: the report itself follows."""

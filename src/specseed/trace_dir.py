@@ -1,0 +1,79 @@
+"""An audit's ``--trace-dir``: one writer per run, and a lock so that two audits never write
+into the same folder at once.
+
+Two audits sharing a folder would interleave or overwrite each other's JSONL lines
+(``DIR/<scenario>/<run>.jsonl`` is the same path for both), so the first audit takes an
+exclusive lock on ``DIR/.specseed.lock`` for as long as it runs, and a second one is refused
+before it runs anything (``TraceDirBusy``, exit 2). The lock is an ``flock``: the kernel drops
+it when the process ends, however it ends, so a killed audit never leaves the folder locked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import IO
+
+from specseed.errors import InputError, TraceDirBusy
+from specseed.trace import TraceWriter
+
+LOCK_NAME = ".specseed.lock"
+
+try:  # POSIX; elsewhere the folder is not locked (documented)
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+
+class TraceDir:
+    """The folder traces stream into, locked for one audit at a time."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._lock: IO[str] | None = None
+
+    def __enter__(self) -> TraceDir:
+        self.lock()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def lock(self) -> None:
+        """Take the folder for this audit; ``TraceDirBusy`` if another audit holds it."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            handle = (self.root / LOCK_NAME).open("a+", encoding="utf-8")
+        except OSError as exc:
+            raise InputError(
+                f"cannot use {self.root} as the trace folder: {exc.strerror or exc}"
+            ) from None
+        if fcntl is not None:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.seek(0)
+                holder = handle.read().strip() or "unknown"
+                handle.close()
+                raise TraceDirBusy(
+                    f"the trace folder {self.root} is in use by another audit (pid {holder})",
+                    hint="give each audit its own --trace-dir, or wait for the other to end",
+                ) from None
+        with contextlib.suppress(OSError):  # the pid is a courtesy for the message above
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
+        self._lock = handle
+
+    def release(self) -> None:
+        if self._lock is not None:
+            handle, self._lock = self._lock, None
+            handle.close()  # closing drops the flock
+
+    def path(self, scenario: str, run: str) -> Path:
+        return self.root / scenario / f"{run}.jsonl"
+
+    def writer(self, scenario: str, run: str) -> TraceWriter:
+        return TraceWriter(self.path(scenario, run))

@@ -1,0 +1,103 @@
+"""distinct-seeds and unseeded-independence find shared streams through an index built once
+per run; here they are held to the plain pairwise scan they replaced (every pair, every event),
+on runs where the reference engine shares streams on purpose."""
+
+from __future__ import annotations
+
+from itertools import combinations
+from pathlib import Path
+
+import pytest
+
+from specseed.checks import streams
+from specseed.checks.context import CheckContext
+from specseed.contracts import get_contract
+from specseed.runner import plan_audit, run_audit
+from specseed.scenarios.loader import load_audit_config
+from specseed.trace import RequestInfo, RunTrace, load_trace
+
+SEEDED, UNSEEDED = 10, 5
+
+
+def _scenario(tmp_path: Path, defect: str | None, contract: str) -> RunTrace:
+    seeded = [f"s{i}: {{prompt: [5, 6, 7], seed: {i % 7 + 1}}}" for i in range(SEEDED)]
+    unseeded = [f"u{i}: {{prompt: [5, 6, 7]}}" for i in range(UNSEEDED)]
+    names = [f"s{i}" for i in range(SEEDED)] + [f"u{i}" for i in range(UNSEEDED)]
+    # Interleaved, so that seeded rows have unseeded neighbours in every kernel call.
+    order = [n for pair in zip(names[:UNSEEDED], names[SEEDED:], strict=True) for n in pair]
+    order += names[UNSEEDED:SEEDED]
+    (tmp_path / "s.yaml").write_text(
+        "name: streams\ndescription: shared streams\n"
+        "defaults: {max_tokens: 10, temperature: 1.0}\nrequests:\n"
+        + "".join(f"  {line}\n" for line in seeded + unseeded)
+        + f"runs:\n  - name: all\n    requests: [{', '.join(order)}]\n"
+    )
+    defects = f"[{defect}]" if defect else "[]"
+    (tmp_path / "model.yaml").write_text(
+        f"engine: {{max_num_requests: 16, contract: {contract}, options: {{defects: {defects}}}}}\n"
+        "scenarios: [s.yaml]\n"
+    )
+    config = load_audit_config(tmp_path / "model.yaml")
+    run_audit(config, plan_audit(config, tmp_path), tmp_path, trace_dir=tmp_path / "t")
+    return load_trace(tmp_path / "t" / "streams" / "all.jsonl")
+
+
+def _pairwise_shared(trace: RunTrace, a: str, b: str) -> list[tuple[object, object]]:
+    """The scan the index replaced: a's events against an index of b's drawing events."""
+    index = {item[0].triple(): item for item in streams._events(trace, b) if item[0].draws > 0}
+    return [
+        (item, index[item[0].triple()])
+        for item in streams._events(trace, a)
+        if item[0].triple() in index
+    ]
+
+
+def _expected(trace: RunTrace, requests: list[RequestInfo], contract: str) -> list[str]:
+    index = streams._StreamIndex(trace, requests)  # only for its events, read by the message
+    problems = []
+    for x, y in combinations(requests, 2):
+        if x.seed is not None and x.seed == y.seed:
+            continue
+        shared = _pairwise_shared(trace, x.request_id, y.request_id)
+        found = streams._shared_stream(index, x, y, shared, get_contract(contract))  # type: ignore[arg-type]
+        if found is not None:
+            problems.append(found[0])
+    return problems
+
+
+@pytest.mark.parametrize(
+    ("defect", "contract"),
+    [
+        (None, "ideal"),
+        ("engine-counter", "ideal"),
+        ("row0-seed", "ideal"),
+        ("neighbor-unseeded", "ideal"),
+        ("unseeded-shared-stream", "ideal"),
+        ("row-subsequence", "ideal"),
+    ],
+)
+def test_index_finds_the_pairs_the_pairwise_scan_finds(
+    tmp_path: Path, defect: str | None, contract: str
+) -> None:
+    trace = _scenario(tmp_path, defect, contract)
+    ctx = CheckContext(scenario=None, traces={"all": trace}, contract=get_contract(contract))  # type: ignore[arg-type]
+    scenario = [r for r in trace.header.requests if r.phase == "scenario"]
+    seeded = [r for r in scenario if r.seed is not None]
+    unseeded = [r for r in scenario if r.seed is None]
+    for check, requests in (
+        (streams.distinct_seeds, seeded),
+        (streams.unseeded_independence, unseeded),
+    ):
+        (finding,) = check(ctx, trace)
+        expected = _expected(trace, requests, contract)
+        if finding.status == "fail":
+            assert list(finding.details) == expected, check.__name__
+        else:
+            assert expected == [], check.__name__
+
+
+def test_a_defect_here_does_share_streams(tmp_path: Path) -> None:
+    # The comparison above must not be vacuous: engine-counter shares streams between pairs.
+    trace = _scenario(tmp_path, "engine-counter", "ideal")
+    seeded = [r for r in trace.header.requests if r.phase == "scenario" and r.seed is not None]
+    assert len(_expected(trace, seeded, "ideal")) >= 3

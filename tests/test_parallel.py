@@ -1,0 +1,121 @@
+"""``--shard i/n`` and ``--jobs N``: every scenario in exactly one shard, deterministically;
+worker processes give the findings of a serial audit."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from specseed.cli.app import app
+from specseed.errors import InputError
+from specseed.parallel import parse_shard, shard
+from specseed.runner import plan_audit
+from specseed.scenarios.schema import AuditConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def library() -> list:  # type: ignore[type-arg]
+    return plan_audit(AuditConfig(), Path.cwd())
+
+
+@pytest.mark.parametrize("count", range(1, 13))
+def test_every_scenario_lands_in_exactly_one_shard(library: list, count: int) -> None:  # type: ignore[type-arg]
+    shards = [[p.scenario.name for p in shard(library, i, count)] for i in range(1, count + 1)]
+    names = [name for names in shards for name in names]
+    assert sorted(names) == sorted(p.scenario.name for p in library)  # all, none twice
+    sizes = [len(s) for s in shards]
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_shards_do_not_depend_on_the_listed_order(library: list) -> None:  # type: ignore[type-arg]
+    shuffled = list(library)
+    random.Random(7).shuffle(shuffled)
+    for i in range(1, 4):
+        assert {p.scenario.name for p in shard(library, i, 3)} == {
+            p.scenario.name for p in shard(shuffled, i, 3)
+        }
+    # Within a shard, the planned order is kept.
+    first = shard(library, 1, 3)
+    assert first == [p for p in library if p in first]
+
+
+@pytest.mark.parametrize("text", ["0/3", "4/3", "1/0", "a/b", "3", "1/2/3", "-1/2"])
+def test_bad_shard_is_refused(text: str) -> None:
+    with pytest.raises(InputError, match="expected i/n"):
+        parse_shard(text)
+
+
+def test_bad_shard_flag_exits_2() -> None:
+    result = CliRunner().invoke(app, ["audit", "--shard", "3/2"])
+    assert result.exit_code == 2, result.output
+    assert "--shard 3/2: expected i/n with 1 <= i <= n" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_jobs_below_one_exits_2() -> None:
+    result = CliRunner().invoke(app, ["audit", "--jobs", "0"])
+    assert result.exit_code == 2, result.output
+    assert "--jobs 0" in result.output
+
+
+def test_shard_flag_runs_its_share(tmp_path: Path) -> None:
+    args = ["audit", "--no-progress", "-s", "distinct-seeds", "-s", "warmup", "-s", "uptime"]
+    seen = []
+    for i in (1, 2):
+        report = tmp_path / f"{i}.json"
+        result = CliRunner().invoke(app, [*args, "--shard", f"{i}/2", "--json", str(report)])
+        assert result.exit_code in (0, 1), result.output
+        seen.append(json.loads(report.read_text())["scenarios"])
+    # sorted: distinct-seeds, uptime, warmup -> shard 1 gets positions 0 and 2
+    assert seen == [["distinct-seeds", "warmup"], ["uptime"]]
+
+
+def _findings(report: Path) -> list[dict[str, object]]:
+    return json.loads(report.read_text())["findings"]
+
+
+@pytest.mark.slow
+def test_jobs_give_the_findings_of_a_serial_audit(tmp_path: Path) -> None:
+    # warmup fails (its batch above max_num_requests crashes a run): failures must match too.
+    (tmp_path / "model.yaml").write_text(
+        "engine: {options: {defects: [warmup-overflow]}}\n"
+        "scenarios: [distinct-seeds, warmup, uptime, batch-position]\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    reports = {}
+    for jobs in (1, 3):
+        reports[jobs] = tmp_path / f"jobs{jobs}.json"
+        proc = subprocess.run(
+            [sys.executable, "-m", "specseed", "audit", str(tmp_path / "model.yaml"),
+             "--jobs", str(jobs), "--json", str(reports[jobs]), "--trace-dir",
+             str(tmp_path / f"traces{jobs}")],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert proc.returncode == 1, proc.stderr
+        assert "Traceback" not in proc.stderr
+    assert _findings(reports[1]) == _findings(reports[3])
+    assert json.loads(reports[3].read_text())["scenarios"] == [
+        "distinct-seeds", "warmup", "uptime", "batch-position"
+    ]  # fmt: skip
+    serial = sorted(
+        p.relative_to(tmp_path / "traces1") for p in (tmp_path / "traces1").rglob("*.jsonl")
+    )
+    parallel = sorted(
+        p.relative_to(tmp_path / "traces3") for p in (tmp_path / "traces3").rglob("*.jsonl")
+    )
+    assert serial == parallel and serial
+
+
+def test_an_empty_shard_says_so_and_runs_nothing() -> None:
+    result = CliRunner().invoke(app, ["audit", "-s", "distinct-seeds", "--shard", "2/2"])
+    assert result.exit_code == 0, result.output
+    assert "shard 2/2: no scenarios fall in this shard; nothing to run." in result.output
