@@ -14,6 +14,7 @@ import typer
 from specseed import __version__
 from specseed.cli import rng, scenarios
 from specseed.cli.audit import AUDIT_HELP, audit
+from specseed.cli.checkpoint import make_checkpoint
 from specseed.cli.misc import checks, init, schema
 
 app = typer.Typer(
@@ -52,6 +53,7 @@ app.command("init")(init)
 app.add_typer(scenarios.app, name="scenarios")
 app.command("schema")(schema)
 app.command("checks")(checks)
+app.command("make-checkpoint")(make_checkpoint)
 app.add_typer(rng.app, name="rng", help="Inspect curand Philox streams (seed, subsequence, offset)")
 
 
