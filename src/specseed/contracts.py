@@ -14,7 +14,9 @@ Vocabulary (the same words as the traces):
   (chain_speculative_sampling) that accepts drafts and draws the residual or bonus token;
   ``draft`` is draft step ``index``.
 - the offset window of iteration ``n`` starts at ``n * window_size`` and is cut into slots,
-  ``slot_stride`` draws each.
+  ``slot_stride`` draws each (``offsets="window"``); or, for engines that keep one stateful
+  generator per request (vLLM), each event starts where the request's previous event ended
+  (``offsets="sequential"``: the offset is the count of draws the request consumed before).
 """
 
 from __future__ import annotations
@@ -50,11 +52,13 @@ class ExpectedState:
     """The Philox state a contract predicts for one sampling event."""
 
     seed: int | None
-    """uint64 seed, or None where the contract only promises a seed unique to the request."""
+    """uint64 seed, or None where the contract only promises a seed unique to the request
+    (or, under ``unseeded="global-stream"``, the engine's global generator, whatever its seed)."""
     subsequence: int | None
     """uint64 subsequence, or None where it is the event's kernel row (``row_subsequence``)."""
-    offset: int
-    """uint64 offset of the event's first draw."""
+    offset: int | None
+    """uint64 offset of the event's first draw; None where the contract predicts none (an
+    unseeded request on a global generator that the whole engine consumes)."""
 
 
 @dataclass(frozen=True)
@@ -63,8 +67,9 @@ class RngContract:
 
     name: str
     summary: str
-    unseeded: Literal["default-seed", "unique-seed"]
-    """Unseeded requests take ``DEFAULT_SAMPLING_SEED`` or a seed of their own."""
+    unseeded: Literal["default-seed", "unique-seed", "global-stream"]
+    """Unseeded requests take ``DEFAULT_SAMPLING_SEED``, a seed of their own, or draw from the
+    engine's global generator (its seed and position are the engine's, not the request's)."""
     row_subsequence: bool
     """True: subsequence = the event's row in its kernel call; False: subsequence 0."""
     slot_stride: int
@@ -74,6 +79,10 @@ class RngContract:
     limitations: tuple[Limitation, ...] = field(default=())
     reference: str = ""
     """Where the layout comes from (PR, document)."""
+    offsets: Literal["window", "sequential"] = "window"
+    """``window``: offsets from the decoding iteration (``offset()``); ``sequential``: a
+    stateful generator per request, each event starting where the request's previous one
+    ended (``slot_stride`` and ``separate_target_slots`` unused)."""
 
     def __post_init__(self) -> None:
         for limitation in self.limitations:
@@ -114,7 +123,8 @@ class RngContract:
         return (base + self.slot(kind, index, max_draft_len) * self.slot_stride) & UINT64_MASK
 
     def seed_for(self, request_seed: int | None) -> int | None:
-        """The seed a request's events use (None: a seed unique to the request)."""
+        """The seed a request's events use (None: a seed unique to the request, or the
+        engine's global generator)."""
         if request_seed is not None:
             return request_seed & UINT64_MASK
         return DEFAULT_SAMPLING_SEED if self.unseeded == "default-seed" else None
@@ -127,12 +137,21 @@ class RngContract:
         kind: EventKind,
         index: int,
         max_draft_len: int,
+        consumed: int | None = None,
     ) -> ExpectedState:
-        """The state this contract predicts for one sampling event."""
+        """The state this contract predicts for one sampling event.
+
+        ``consumed``: draws the request's earlier events consumed (sequential contracts
+        only). Without it a sequential contract predicts no offset.
+        """
+        if self.offsets == "sequential":
+            offset = None if request_seed is None and self.unseeded == "global-stream" else consumed
+        else:
+            offset = self.offset(decoding_iter, kind, index, max_draft_len)
         return ExpectedState(
             seed=self.seed_for(request_seed),
             subsequence=None if self.row_subsequence else 0,
-            offset=self.offset(decoding_iter, kind, index, max_draft_len),
+            offset=offset,
         )
 
     def limitation_for(self, check_id: str) -> Limitation | None:
@@ -192,7 +211,31 @@ TRTLLM_PR17599 = RngContract(
     ),
 )
 
-CONTRACTS: dict[str, RngContract] = {c.name: c for c in (IDEAL, TRTLLM_PR17599)}
+VLLM_GENERATORS = RngContract(
+    name="vllm-generators",
+    summary=(
+        "vLLM V1: each seeded request owns a torch.Generator seeded with its seed, consumed "
+        "sequentially by its sampling events (offset = draws so far, subsequence 0); "
+        "unseeded requests draw from the engine's global generator"
+    ),
+    unseeded="global-stream",
+    row_subsequence=False,
+    slot_stride=1,
+    separate_target_slots=False,
+    offsets="sequential",
+    reference=(
+        "vLLM 0.32.0 vllm/v1/worker/gpu_model_runner.py (_update_states: "
+        "torch.Generator.manual_seed(sampling_params.seed)), vllm/v1/worker/gpu_input_batch.py "
+        "(InputBatch.generators)"
+    ),
+)
+"""Offsets count the generator's outputs: 32-bit Mersenne Twister words on the CPU, the
+Philox offset (``Generator.get_offset()``) on CUDA. specseed.engine_adapters.vllm.observe
+lists every point where vLLM 0.32.0 consumes them."""
+
+CONTRACTS: dict[str, RngContract] = {
+    c.name: c for c in (IDEAL, TRTLLM_PR17599, VLLM_GENERATORS)
+}
 CONTRACT_NAMES: tuple[str, ...] = tuple(CONTRACTS)
 
 

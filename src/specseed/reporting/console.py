@@ -291,7 +291,7 @@ def render_offsets(rows: Sequence[OffsetRow]) -> Group:
                 r.event,
                 fmt_u64(r.expected_seed),
                 str(r.expected_subsequence),
-                str(r.expected_offset),
+                "—" if r.expected_offset is None else str(r.expected_offset),
                 _cell(r, fmt_u64(r.seed), "seed"),
                 _cell(r, r.subsequence, "subsequence"),
                 _cell(r, r.offset, "offset"),
