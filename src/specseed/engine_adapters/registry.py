@@ -14,6 +14,7 @@ from specseed.errors import EngineError, EngineUnavailable
 ADAPTERS: dict[str, str] = {
     "reference": "specseed.engine_adapters.reference.engine:ReferenceEngine",
     "trtllm": "specseed.engine_adapters.trtllm:TrtllmEngine",
+    "vllm": "specseed.engine_adapters.vllm.engine:VllmEngine",
 }
 ENGINE_NAMES: tuple[str, ...] = tuple(ADAPTERS)
 
