@@ -292,7 +292,7 @@ class _VllmRun:
         self.observer = RngObserver(
             device=torch.device(self.engine.settings.device),
             request_of_row=lambda row: _row_request(runner, row),
-            sampled_request=lambda rid: rid in self.requests and not self.requests[rid].plan.greedy,
+            sampled_request=self._samples,
         )
         self.observer.active = self.engine.options.observe_rng
         wraps: AbstractContextManager[None] = (
@@ -326,6 +326,19 @@ class _VllmRun:
         progress), so the next run starts a fresh one."""
         del llm
         self.engine.close()
+
+    def _lookup(self, request_id: str) -> _Request | None:
+        """The request behind a vLLM request id. vLLM 0.32.0 makes internal ids unique by
+        appending ``-<8 hex digits>`` to the id given to ``add_request``
+        (``InputProcessor.assign_request_id``); outputs carry the external id."""
+        found = self.requests.get(request_id)
+        if found is None and "-" in request_id:
+            found = self.requests.get(request_id.rsplit("-", 1)[0])
+        return found
+
+    def _samples(self, request_id: str) -> bool:
+        request = self._lookup(request_id)
+        return request is not None and not request.plan.greedy
 
     def _all_greedy(self) -> bool:
         return all(r.greedy for r in (*self.plan.prior_traffic, *self.plan.requests))
@@ -389,7 +402,7 @@ class _VllmRun:
                 raise EngineError("vLLM has no unfinished request but outputs are missing")
             self.observer.begin_step(self.step)
             for output in engine.step():
-                finished = self.requests.get(output.request_id)
+                finished = self._lookup(output.request_id)
                 if finished is not None and output.finished:
                     finished.output = list(output.outputs[0].token_ids)
                     finished.done = True
@@ -409,10 +422,11 @@ class _VllmRun:
         for batch in batches:
             self.batch_size = len(batch.request_ids)
             for row, engine_id in enumerate(batch.request_ids):
-                request = self.requests.get(engine_id)
+                request = self._lookup(engine_id)
                 if request is None:
                     continue
-                rows.append(self._row(request, row, batch, [d for d in draws if d.row == row]))
+                own = [d for d in draws if d.row == row and d.request_id == engine_id]
+                rows.append(self._row(request, row, batch, own))
         if rows:
             self.recorder.step(StepRecord(step=self.step, phase=phase, rows=tuple(rows)))
 
@@ -439,7 +453,6 @@ class _VllmRun:
                 draws=d.draws,
             )
             for d in draws
-            if d.request_id == request.engine_id
         )
         return RowRecord(
             request_id=request.plan.request_id,
