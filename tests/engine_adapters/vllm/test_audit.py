@@ -75,7 +75,9 @@ def test_top_k_under_speculation_crashes_and_specseed_reports_it(audit: AuditRes
         assert "out of bounds" in failure.message or "max(): Expected reduction dim" in (
             failure.message
         ), failure
-    failing = {f.scenario for f in audit.findings if f.check == "runs-complete" and f.status == "fail"}
+    failing = {
+        f.scenario for f in audit.findings if f.check == "runs-complete" and f.status == "fail"
+    }
     assert {"reproducibility", "overlap-scheduler"} <= failing
     assert audit.verdict == "fail"
 
