@@ -23,25 +23,27 @@ def _requests() -> tuple[RequestPlan, ...]:
     )
 
 
-def test_wraps_on_and_off_give_the_same_tokens(settings: EngineSettings) -> None:
+def test_wraps_on_and_off_give_the_same_tokens(engine, settings: EngineSettings) -> None:  # type: ignore[no-untyped-def]
     # No speculation: vLLM 0.32.0's CPU rejection sampler reads uninitialised sampling
     # parameters (see test_audit.py), so only this path is deterministic enough to compare.
-    from specseed.engine_adapters.vllm.engine import VllmEngine
+    # One engine object: vLLM keeps process-wide state, two live LLMs in one process clash.
     from specseed.engine_adapters.vllm.options import VllmOptions
 
     plain = dataclasses.replace(settings, max_draft_len=0)
     plan = RunPlan("observation", "run", plain, _requests())
     outputs = {}
-    for observe in (True, False):
-        adapter = VllmEngine(plain, VllmOptions(observe_rng=observe))
-        try:
-            trace = adapter.run(plan, TraceRecorder())
-        finally:
-            adapter.close()
-        assert not trace.failed, trace.end.failure
-        events = [e for step in trace.steps for row in step.rows for e in row.events]
-        assert bool(events) == observe
-        outputs[observe] = trace.end.outputs
+    saved = engine.options
+    try:
+        for observe in (True, False):
+            engine.options = VllmOptions(observe_rng=observe, reuse_engine=False)
+            trace = engine.run(plan, TraceRecorder())
+            assert not trace.failed, trace.end.failure
+            assert trace.header.engine_config["engine_instance"]["fresh"] is True
+            events = [e for step in trace.steps for row in step.rows for e in row.events]
+            assert bool(events) == observe
+            outputs[observe] = trace.end.outputs
+    finally:
+        engine.options = saved
     assert outputs[True] == outputs[False]
 
 

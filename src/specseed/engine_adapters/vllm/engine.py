@@ -119,6 +119,8 @@ class VllmEngine(EngineAdapter):
         self.engine_starts = 0
         self.engine_start_seconds: list[float] = []
         self._run_number = 0
+        self.observation_seconds = 0.0
+        """Time the RNG wraps spent on their own work, summed over runs."""
         self.last_traceback = ""
         """The traceback of the last run that crashed (the trace keeps its one-line message)."""
 
@@ -302,8 +304,10 @@ class _VllmRun:
                     self._serve(llm, prior, "prior")
                 self.phase = "scenario"
                 self._serve(llm, scenario, "scenario")
+            self.engine.observation_seconds += self.observer.seconds
         except Exception as exc:  # an engine crash is evidence, not a reason to stop the audit
             self.engine.last_traceback = traceback.format_exc()
+            self.engine.observation_seconds += self.observer.seconds
             self._abort(llm)
             return EngineFailure(
                 step=self.step,

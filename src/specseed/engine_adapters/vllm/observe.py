@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -208,6 +209,8 @@ class RngObserver:
     step: int = 0
     active: bool = False
     positions: GeneratorPositions = field(default_factory=GeneratorPositions)
+    seconds: float = 0.0
+    """Time spent in the wraps' own work (positions, records, fingerprints), not in vLLM."""
     _state: _StepState = field(default_factory=_StepState)
 
     def begin_step(self, step: int) -> None:
@@ -235,11 +238,32 @@ class RngObserver:
         if not self.active:
             yield
             return
+        started = time.perf_counter()
         glob = _global_generator(self.device)
         own = {row: gen for row, gen in generators.items()}
         before = {row: self.positions.position(gen) for row, gen in own.items()}
         global_before = self.positions.position(glob)
+        self.seconds += time.perf_counter() - started
         yield
+        started = time.perf_counter()
+        try:
+            self._record(function, kind, rows, row_units, index_of, own, before, glob,
+                         global_before)  # fmt: skip
+        finally:
+            self.seconds += time.perf_counter() - started
+
+    def _record(
+        self,
+        function: str,
+        kind: EventKind,
+        rows: Sequence[int],
+        row_units: Sequence[int] | None,
+        index_of: Callable[[int], int],
+        own: dict[int, torch.Generator],
+        before: dict[int, int],
+        glob: torch.Generator,
+        global_before: int,
+    ) -> None:
         global_total = self.positions.position(glob) - global_before
         units = list(row_units) if row_units is not None else [1] * len(rows)
         total_units = sum(units)
@@ -359,6 +383,7 @@ class RngObserver:
         def runner_sample_wrap(self: Any, logits: Any, spec_decode_metadata: Any) -> Any:
             if not observer.active or logits is None:
                 return runner_sample(self, logits, spec_decode_metadata)
+            started = time.perf_counter()
             num_reqs = self.input_batch.num_reqs
             request_ids = tuple(self.input_batch.req_ids[:num_reqs])
             if spec_decode_metadata is None:
@@ -376,7 +401,9 @@ class RngObserver:
                 count = len(row_drafts) + 1
                 prints.append(tuple(logits_fingerprint(logits[start + j]) for j in range(count)))
                 start += count
+            observer.seconds += time.perf_counter() - started
             output = runner_sample(self, logits, spec_decode_metadata)
+            started = time.perf_counter()
             sampled = tuple(
                 tuple(int(t) for t in row if t >= 0)
                 for row in output.sampled_token_ids.tolist()[:num_reqs]
@@ -393,6 +420,7 @@ class RngObserver:
                     tuple(prints),
                 )
             )
+            observer.seconds += time.perf_counter() - started
             return output
 
         return [
