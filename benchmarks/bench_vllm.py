@@ -25,7 +25,6 @@ from pathlib import Path
 
 def audit(checkpoint: Path, scenarios: list[str], observe: bool) -> dict[str, float]:
     from specseed.engine_adapters.vllm.engine import VllmEngine
-    from specseed.engine_adapters.vllm.options import VllmOptions
     from specseed.runner import base_settings, plan_audit, run_audit
     from specseed.scenarios.schema import AuditConfig, EngineConfig
 
@@ -35,11 +34,12 @@ def audit(checkpoint: Path, scenarios: list[str], observe: bool) -> dict[str, fl
             checkpoint=checkpoint / "target",
             draft_checkpoint=checkpoint / "draft",
             contract="vllm-generators",
+            options={"observe_rng": observe},
         ),
         scenarios=scenarios,
     )
     planned = plan_audit(config, checkpoint)
-    engine = VllmEngine(base_settings(config.engine, checkpoint), VllmOptions(observe_rng=observe))
+    engine = VllmEngine(base_settings(config, checkpoint))
     started = time.perf_counter()
     try:
         result = run_audit(config, planned, checkpoint, adapter=engine)
@@ -68,7 +68,7 @@ def main() -> None:
     import torch
     import vllm
 
-    from specseed.checkpoints import make_checkpoint
+    from specseed.engine_adapters.checkpoints import make_checkpoint
 
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = args.checkpoint or make_checkpoint(Path(tmp) / "ckpt", seed=0).root

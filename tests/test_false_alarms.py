@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from specseed.checks.findings import FAILING
 from specseed.engine_adapters.base import EngineSettings
 from specseed.engine_adapters.reference.engine import ReferenceEngine
+from specseed.engine_adapters.reference.options import ReferenceOptions
 from specseed.runner import PlannedScenario, plan_run, run_audit
 from specseed.scenarios.loader import LoadedScenario
 from specseed.scenarios.schema import AuditConfig, EngineConfig, Scenario
@@ -92,12 +93,13 @@ def scenarios(draw: st.DrawFn) -> Scenario:
 
 @cache
 def engine(model_seed: int) -> ReferenceEngine:
-    return ReferenceEngine(EngineSettings(model_seed=model_seed))
+    return ReferenceEngine(EngineSettings(options=ReferenceOptions(model_seed=model_seed)))
 
 
 def audit(scenario: Scenario, contract: str, model_seed: int):  # type: ignore[no-untyped-def]
     config = AuditConfig(
-        engine=EngineConfig(contract=contract, model_seed=model_seed), scenarios=["drawn.yaml"]
+        engine=EngineConfig(contract=contract, options={"model_seed": model_seed}),
+        scenarios=["drawn.yaml"],
     )
     from specseed.runner import base_settings
 

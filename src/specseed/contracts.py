@@ -22,6 +22,7 @@ Vocabulary (the same words as the traces):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Literal
 
 from specseed.defects import DEFECT_IDS
@@ -233,12 +234,37 @@ VLLM_GENERATORS = RngContract(
 Philox offset (``Generator.get_offset()``) on CUDA. specseed.engine_adapters.vllm.observe
 lists every point where vLLM 0.32.0 consumes them."""
 
+ENTRY_POINT_GROUP = "specseed.contracts"
+
 CONTRACTS: dict[str, RngContract] = {
     c.name: c for c in (IDEAL, TRTLLM_PR17599, VLLM_GENERATORS)
 }
+"""The built-in contracts. ``all_contracts()`` adds those other packages register."""
 CONTRACT_NAMES: tuple[str, ...] = tuple(CONTRACTS)
+
+
+@cache
+def all_contracts() -> dict[str, RngContract]:
+    """Built-in contracts, then those registered by other packages: entry points in the
+    ``specseed.contracts`` group whose object is an ``RngContract`` of the same name. A
+    broken plugin is left out rather than breaking every command."""
+    from importlib.metadata import entry_points
+
+    found = dict(CONTRACTS)
+    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
+        try:
+            contract = point.load()
+        except Exception:  # a broken plugin is left out, not fatal
+            continue
+        if isinstance(contract, RngContract) and contract.name == point.name:
+            found.setdefault(contract.name, contract)
+    return found
+
+
+def contract_names() -> tuple[str, ...]:
+    return tuple(all_contracts())
 
 
 def get_contract(name: str) -> RngContract:
     """The contract with this name; ``KeyError`` if there is none."""
-    return CONTRACTS[name]
+    return all_contracts()[name]

@@ -1,6 +1,6 @@
 """The catalogue of known defect classes (DESIGN.md section 1), as data.
 
-Ids are stable: model.yaml names them under ``engine.defects``, the reference engine injects
+Ids are stable: model.yaml names them under ``engine.options.defects``, the reference engine injects
 them, checks name them as ``suspects``, and contracts name the ones they accept as known
 limitations. Nothing here imports torch.
 """

@@ -17,9 +17,8 @@ from specseed.contracts import get_contract
 from specseed.defects import DEFECT_IDS
 from specseed.engine_adapters.base import EngineAdapter
 from specseed.errors import InputError
+from specseed.results import AuditEvent, AuditResult
 from specseed.runner import (
-    AuditEvent,
-    AuditResult,
     PlannedScenario,
     base_settings,
     create_adapter,
@@ -108,21 +107,21 @@ def run_matrix(
             "the detection matrix injects defects into the reference engine only",
             hint="set engine.name: reference",
         )
-    if config.engine.defects:
+    listed = config.engine.options.get("defects")
+    if listed:
         raise InputError(
             "the detection matrix injects one defect at a time; model.yaml already lists "
-            f"defects: {', '.join(config.engine.defects)}",
-            hint="remove engine.defects from model.yaml",
+            f"defects: {', '.join(listed)}",
+            hint="remove engine.options.defects from model.yaml",
         )
-    adapter: EngineAdapter = create_adapter(base_settings(config.engine, base_dir))
+    adapter: EngineAdapter = create_adapter(base_settings(config, base_dir))
     rows = []
     try:
         for defect in (None, *defects):
             if on_defect is not None:
                 on_defect(defect)
-            engine = config.engine.model_copy(
-                update={"defects": [] if defect is None else [defect]}
-            )
+            options = {**config.engine.options, "defects": [] if defect is None else [defect]}
+            engine = config.engine.model_copy(update={"options": options})
             variant = config.model_copy(update={"engine": engine})
             planned: list[PlannedScenario] = plan_audit(variant, base_dir)
             if scenario_filter:

@@ -9,21 +9,42 @@ from __future__ import annotations
 
 import difflib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from specseed.checks import CHECKS
 from specseed.checks.context import CheckContext
-from specseed.checks.findings import FAILING, Finding
-from specseed.checks.registry import checks_of_kind
+from specseed.checks.findings import Finding
+from specseed.checks.registry import (
+    CheckSpec,
+    ComparisonCheckSpec,
+    RunCheckSpec,
+    comparison_checks,
+    run_checks,
+)
 from specseed.contracts import get_contract
-from specseed.engine_adapters.base import EngineAdapter, EngineSettings, RequestPlan, RunPlan
+from specseed.engine_adapters.base import (
+    EngineAdapter,
+    EngineSettings,
+    RequestPlan,
+    RunPlan,
+    failure_from,
+)
 from specseed.engine_adapters.registry import load_adapter_class
 from specseed.errors import EngineError, ScenarioError
-from specseed.scenarios.loader import LoadedScenario, resolve_scenarios
-from specseed.scenarios.schema import AuditConfig, EngineConfig, RunSpec, Scenario
-from specseed.trace import RunTrace, TraceRecorder, TraceWriter
+from specseed.results import (
+    AuditResult,
+    AuditStarted,
+    EventHandler,
+    RunFinished,
+    RunStarted,
+    ScenarioChecked,
+    ScenarioResult,
+)
+from specseed.scenarios.loader import LoadedScenario, engine_options, resolve_scenarios
+from specseed.scenarios.schema import AuditConfig, EngineConfig, Expectation, RunSpec, Scenario
+from specseed.trace import EVIDENCE_TEXT, RunEnd, RunTrace, TraceRecorder, TraceWriter
 
 
 @dataclass(frozen=True)
@@ -38,71 +59,6 @@ class PlannedScenario:
         return self.loaded.scenario
 
 
-@dataclass(frozen=True)
-class ScenarioResult:
-    """A scenario's recorded runs and the findings of every check on them."""
-
-    scenario: Scenario
-    source: str
-    traces: dict[str, RunTrace]
-    findings: tuple[Finding, ...]
-    seconds: float
-
-
-@dataclass(frozen=True)
-class AuditResult:
-    """Everything an audit produced; reporters render it, the CLI maps it to an exit code."""
-
-    config: AuditConfig
-    contract: str
-    scenarios: tuple[ScenarioResult, ...]
-    environment: dict[str, str]
-    seconds: float
-    command: str = ""
-
-    @property
-    def findings(self) -> list[Finding]:
-        return [f for s in self.scenarios for f in s.findings]
-
-    @property
-    def verdict(self) -> str:
-        """``fail`` when any finding fails or errors, else ``pass``."""
-        return "fail" if any(f.status in FAILING for f in self.findings) else "pass"
-
-
-# -- events for reporters -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AuditStarted:
-    scenarios: int
-    runs: int
-    engine: str
-
-
-@dataclass(frozen=True)
-class RunStarted:
-    scenario: str
-    run: str
-
-
-@dataclass(frozen=True)
-class RunFinished:
-    scenario: str
-    run: str
-    seconds: float
-    failed: bool
-
-
-@dataclass(frozen=True)
-class ScenarioChecked:
-    result: ScenarioResult
-
-
-AuditEvent = AuditStarted | RunStarted | RunFinished | ScenarioChecked
-EventHandler = Callable[[AuditEvent], None]
-
-
 # -- planning -----------------------------------------------------------------------------
 
 
@@ -112,8 +68,11 @@ def _resolve_path(path: Path | None, base_dir: Path) -> Path | None:
     return path if path.is_absolute() else (base_dir / path)
 
 
-def base_settings(engine: EngineConfig, base_dir: Path) -> EngineSettings:
+def base_settings(config: AuditConfig | EngineConfig, base_dir: Path) -> EngineSettings:
     """Engine settings from model.yaml's ``engine`` section (paths relative to model.yaml)."""
+    if isinstance(config, EngineConfig):
+        config = AuditConfig(engine=config)
+    engine = config.engine
     return EngineSettings(
         name=engine.name,
         device=engine.device,
@@ -123,9 +82,8 @@ def base_settings(engine: EngineConfig, base_dir: Path) -> EngineSettings:
         overlap_scheduler=engine.overlap_scheduler,
         checkpoint=_resolve_path(engine.checkpoint, base_dir),
         draft_checkpoint=_resolve_path(engine.draft_checkpoint, base_dir),
-        model_seed=engine.model_seed,
-        rng_profile=engine.effective_rng_profile,
-        defects=tuple(engine.defects),
+        contract=engine.contract,
+        options=engine_options(config, "model.yaml"),
     )
 
 
@@ -198,7 +156,7 @@ def plan_audit(
 ) -> list[PlannedScenario]:
     """Validate every scenario and resolve every run; raises ``ScenarioError`` on bad input."""
     _check_skip_list(config, source)
-    base = base_settings(config.engine, base_dir)
+    base = base_settings(config, base_dir)
     return [
         PlannedScenario(
             item, tuple(plan_run(item.scenario, run, base) for run in item.scenario.runs)
@@ -210,37 +168,65 @@ def plan_audit(
 # -- running ------------------------------------------------------------------------------
 
 
+def _missing_evidence(spec: CheckSpec, traces: Sequence[RunTrace]) -> str | None:
+    """Why a check cannot judge these runs (None: it can).
+
+    A check whose evidence the engine did not expose is skipped with the reason, never passed.
+    """
+    for trace in traces:
+        missing = trace.header.observability.missing(spec.needs)
+        if missing:
+            what = " or ".join(EVIDENCE_TEXT[e] for e in missing)
+            return f"engine {trace.header.engine} does not expose {what}"
+    return None
+
+
 def evaluate(
     scenario: Scenario, traces: dict[str, RunTrace], contract_name: str, skip: Sequence[str] = ()
 ) -> list[Finding]:
-    """Apply every check to a scenario's recorded runs (pure: no engine involved)."""
+    """Apply every check to a scenario's recorded runs (pure: no engine involved).
+
+    Each finding gets its check id from the registry and the scenario's name here, so no
+    check repeats its own id.
+    """
     ctx = CheckContext(scenario=scenario, traces=traces, contract=get_contract(contract_name))
     findings: list[Finding] = []
 
-    def guarded(check_id: str, produce: Callable[[], list[Finding]]) -> None:
-        if check_id in skip:
-            findings.append(
-                Finding(check_id, scenario.name, "skip", "skipped by model.yaml checks.skip")
-            )
+    def stamped(spec: CheckSpec, finding: Finding, runs: tuple[str, ...]) -> Finding:
+        return replace(finding, check=spec.id, scenario=scenario.name, runs=finding.runs or runs)
+
+    def guarded(
+        spec: CheckSpec, runs: Sequence[RunTrace], produce: Callable[[], Iterable[Finding]]
+    ) -> None:
+        names = tuple(t.name for t in runs)
+        if spec.id in skip:
+            reason = "skipped by model.yaml checks.skip"
+            findings.append(stamped(spec, Finding(status="skip", message=reason), names))
+            return
+        missing = _missing_evidence(spec, runs)
+        if missing is not None:
+            message = f"{spec.id}: {missing}"
+            findings.append(stamped(spec, Finding(status="skip", message=message), names))
             return
         try:
-            findings.extend(produce())
+            findings.extend(stamped(spec, f, names) for f in produce())
         except Exception as exc:  # a broken check must not hide the others
-            findings.append(
-                Finding(
-                    check_id,
-                    scenario.name,
-                    "error",
-                    f"the check itself failed: {type(exc).__name__}: {exc}",
-                )
-            )
+            message = f"the check itself failed: {type(exc).__name__}: {exc}"
+            findings.append(stamped(spec, Finding(status="error", message=message), names))
 
-    for spec in checks_of_kind("run"):
+    def run_check(spec: RunCheckSpec, trace: RunTrace) -> None:
+        guarded(spec, [trace], lambda: spec.func(ctx, trace))
+
+    def comparison(spec: ComparisonCheckSpec, expectation: Expectation) -> None:
+        runs = [traces[name] for name in expectation.runs if name in traces]
+        guarded(spec, runs, lambda: spec.func(ctx, expectation))
+
+    for run_spec in run_checks():
         for trace in traces.values():
-            guarded(spec.id, lambda spec=spec, trace=trace: list(spec.func(ctx, trace)))  # type: ignore[misc]
+            run_check(run_spec, trace)
+    comparisons = comparison_checks()
     for expectation in scenario.expect:
-        spec = CHECKS[expectation.check]
-        guarded(spec.id, lambda spec=spec, e=expectation: list(spec.func(ctx, e)))  # type: ignore[misc]
+        comparison(comparisons[expectation.check], expectation)
     return findings
 
 
@@ -251,6 +237,30 @@ def create_adapter(settings: EngineSettings) -> EngineAdapter:
     if not isinstance(adapter, EngineAdapter):
         raise EngineError(f"{adapter_class!r} is not an EngineAdapter")
     return adapter
+
+
+def validate_plans(engine: EngineAdapter, planned: Sequence[PlannedScenario]) -> None:
+    """Ask the engine about every plan before anything runs (``ScenarioError``: exit 2)."""
+    problems = [p for item in planned for plan in item.plans for p in engine.validate(plan)]
+    if problems:
+        raise ScenarioError("the engine cannot serve these scenarios as written", problems)
+
+
+def run_guarded(engine: EngineAdapter, plan: RunPlan, recorder: TraceRecorder) -> RunTrace:
+    """``engine.run``, guarded: an adapter that raises anyway still yields a trace with its
+    failure, and the trace file is closed whatever happens."""
+    try:
+        return engine.run(plan, recorder)
+    except Exception as exc:
+        if recorder.ended or not recorder.has_header:
+            raise EngineError(
+                f"engine {engine.name} failed outside a run ({plan.scenario}/{plan.run}): "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        failure = failure_from(exc, recorder)
+        return recorder.end(RunEnd(outputs=recorder.emitted_outputs(), failure=failure))
+    finally:
+        recorder.close()
 
 
 def run_audit(
@@ -268,9 +278,10 @@ def run_audit(
     started = time.perf_counter()
     total = sum(len(p.plans) for p in planned)
     emit(AuditStarted(scenarios=len(planned), runs=total, engine=config.engine.name))
-    engine = adapter or create_adapter(base_settings(config.engine, base_dir))
+    engine = adapter or create_adapter(base_settings(config, base_dir))
     results = []
     try:
+        validate_plans(engine, planned)
         for item in planned:
             scenario_started = time.perf_counter()
             traces: dict[str, RunTrace] = {}
@@ -281,7 +292,7 @@ def run_audit(
                     if trace_dir is not None
                     else None
                 )
-                trace = engine.run(plan, TraceRecorder(writer))
+                trace = run_guarded(engine, plan, TraceRecorder(writer))
                 traces[plan.run] = trace
                 emit(RunFinished(plan.scenario, plan.run, trace.end.seconds, trace.failed))
             findings = evaluate(item.scenario, traces, config.engine.contract, config.checks.skip)

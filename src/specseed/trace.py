@@ -19,10 +19,67 @@ from typing import IO, Any, Literal
 
 from specseed.contracts import EventKind
 
-TRACE_SCHEMA_VERSION = "1.0"
+TRACE_SCHEMA_VERSION = "1.1"
+"""1.1 added ``observability``, ``fresh_engine``, ``warmup_batches`` and ``warmup_batch``;
+1.0 traces (written by the reference engine only) read with the reference engine's values."""
 
 Phase = Literal["warmup", "prior", "scenario"]
 """Which traffic a row belongs to: engine warmup, prior traffic (uptime), or the scenario."""
+
+Evidence = Literal["tokens", "steps", "rng-state", "drafts", "logits"]
+"""What a check can need from a trace. ``tokens`` is always there."""
+EVIDENCE: tuple[Evidence, ...] = ("tokens", "steps", "rng-state", "drafts", "logits")
+EVIDENCE_TEXT: dict[str, str] = {
+    "tokens": "token ids",
+    "steps": "batch rows and engine steps",
+    "rng-state": "RNG state",
+    "drafts": "draft and acceptance counts",
+    "logits": "logits fingerprints",
+}
+
+RngStateKind = Literal["philox", "generator"]
+"""How an engine's RNG state is named: curand Philox (seed, subsequence, offset, draws), or a
+stateful generator (its seed, and the position in its stream as ``offset``)."""
+
+
+@dataclass(frozen=True)
+class Observability:
+    """What an engine let specseed see in a run. Token ids are always observed.
+
+    Checks declare the evidence they need; a check whose evidence is missing is reported as
+    ``skip`` with the reason, never as ``pass``.
+    """
+
+    steps: bool
+    """Batch rows, engine steps and each request's decoding iteration."""
+    rng_state: RngStateKind | None
+    """Per-event RNG state, and in which form; None: not observed."""
+    drafts: bool
+    """Draft tokens proposed and how many were accepted."""
+    logits: bool
+    """A fingerprint of the target logits row behind each emitted token."""
+    notes: str = ""
+    """Free text: how the state was observed, or why something is not."""
+
+    def exposes(self, evidence: Evidence) -> bool:
+        if evidence == "tokens":
+            return True
+        if evidence == "rng-state":
+            return self.rng_state is not None
+        return bool(getattr(self, evidence))
+
+    def missing(self, needs: Iterable[Evidence]) -> list[Evidence]:
+        """The evidence in ``needs`` this engine did not expose, in order."""
+        return [e for e in needs if not self.exposes(e)]
+
+    @property
+    def evidence(self) -> tuple[Evidence, ...]:
+        return tuple(e for e in EVIDENCE if self.exposes(e))
+
+
+FULL_OBSERVABILITY = Observability(steps=True, rng_state="philox", drafts=True, logits=True)
+"""What the reference engine exposes (and what 1.0 traces, all written by it, contain)."""
+TOKENS_ONLY = Observability(steps=False, rng_state=None, drafts=False, logits=False)
 
 
 @dataclass(frozen=True)
@@ -99,6 +156,8 @@ class RequestInfo:
     top_p: float
     max_tokens: int
     arrival_step: int
+    warmup_batch: int | None = None
+    """For warmup requests: which warmup batch (0-based) they belong to; else None."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +173,13 @@ class RunHeader:
     """The RNG contract the engine claims to follow (its rng profile)."""
     requests: tuple[RequestInfo, ...]
     environment: dict[str, str] = field(default_factory=dict)
+    observability: Observability = FULL_OBSERVABILITY
+    """What the engine exposed in this run."""
+    fresh_engine: bool = True
+    """True: the run started on a fresh engine (no state left by earlier runs); False: the
+    adapter reused an engine instance that served earlier runs of the audit."""
+    warmup_batches: tuple[int, ...] = ()
+    """Sizes of the warmup batches run before serving, in order."""
     schema_version: str = TRACE_SCHEMA_VERSION
 
 
@@ -236,6 +302,9 @@ def _header(d: dict[str, Any]) -> RunHeader:
     d["requests"] = tuple(
         RequestInfo(**{**r, "prompt_ids": tuple(r["prompt_ids"])}) for r in d["requests"]
     )
+    if "observability" in d:
+        d["observability"] = Observability(**d["observability"])
+    d["warmup_batches"] = tuple(d.get("warmup_batches", ()))
     return RunHeader(**d)
 
 
@@ -281,12 +350,44 @@ def load_trace(path: Path) -> RunTrace:
 
 
 class TraceRecorder:
-    """Collects a run's records in memory and streams them to an optional ``TraceWriter``."""
+    """Collects a run's records in memory and streams them to an optional ``TraceWriter``.
+
+    Adapters record steps with :meth:`step` and say where they are with :meth:`at`, so that
+    an exception can be recorded with the step, phase and batch size it happened in.
+    """
 
     def __init__(self, writer: TraceWriter | None = None) -> None:
         self._writer = writer
         self._header: RunHeader | None = None
         self._steps: list[StepRecord] = []
+        self._ended = False
+        self.position: tuple[int, Phase, int] = (-1, "warmup", 0)
+        """(step, phase, batch size) the engine is at, as last reported by the adapter."""
+
+    @property
+    def steps(self) -> tuple[StepRecord, ...]:
+        return tuple(self._steps)
+
+    @property
+    def has_header(self) -> bool:
+        return self._header is not None
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    def at(self, step: int, phase: Phase, batch_size: int) -> None:
+        """Note where the engine is (used if the run fails before the next note)."""
+        self.position = (step, phase, batch_size)
+
+    def emitted_outputs(self) -> dict[str, tuple[int, ...]]:
+        """Tokens of each scenario request, from the recorded steps (kept rows only)."""
+        outputs: dict[str, list[int]] = {}
+        for step in self._steps:
+            for row in step.rows:
+                if row.phase == "scenario" and not row.discarded:
+                    outputs.setdefault(row.request_id, []).extend(row.emitted)
+        return {k: tuple(v) for k, v in outputs.items()}
 
     def header(self, header: RunHeader) -> None:
         self._header = header
@@ -301,6 +402,12 @@ class TraceRecorder:
     def end(self, end: RunEnd) -> RunTrace:
         if self._header is None:
             raise RuntimeError("a run ended before its header was recorded")
+        self._ended = True
         if self._writer is not None:
             self._writer.end(end)
         return RunTrace(header=self._header, steps=tuple(self._steps), end=end)
+
+    def close(self) -> None:
+        """Close the trace file (idempotent); a run without an end record stays truncated."""
+        if self._writer is not None:
+            self._writer.close()

@@ -9,8 +9,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from specseed.checkpoints import make_checkpoint
-from specseed.checkpoints.make import CHECKPOINT_MODEL
+from specseed.engine_adapters.checkpoints import make_checkpoint
+from specseed.engine_adapters.checkpoints.make import CHECKPOINT_MODEL
 from specseed.cli.app import app
 from specseed.engine_adapters.reference.draft import Eagle3DraftHead
 from specseed.engine_adapters.reference.target import LlamaTarget

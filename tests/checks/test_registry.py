@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specseed.checks import CHECKS
-from specseed.checks.registry import register
+from specseed.checks.registry import run_check
 from specseed.contracts import CONTRACTS
 from specseed.defects import DEFECT_IDS
 from specseed.scenarios.schema import COMPARISON_CHECKS
@@ -18,15 +18,32 @@ def test_comparison_ids_in_the_schema_are_exactly_the_registered_comparisons() -
 
 def test_a_duplicate_id_is_an_error() -> None:
     with pytest.raises(ValueError, match="duplicate check id 'rng-contract'"):
-
-        @register("rng-contract", short="x", kind="run", title="t", description="d", targets=())
-        def again() -> None:  # pragma: no cover - never registered
-            return None
+        run_check("rng-contract", short="x", title="t", description="d", targets=(), needs=())(
+            lambda ctx, trace: iter(())
+        )
 
 
 def test_unknown_target_defect_is_an_error() -> None:
     with pytest.raises(ValueError, match="unknown target defects"):
-        register("new-check", short="x", kind="run", title="t", description="d", targets=("nope",))
+        run_check("new-check", short="x", title="t", description="d", targets=("nope",), needs=())(
+            lambda ctx, trace: iter(())
+        )
+
+
+def test_unknown_evidence_is_an_error() -> None:
+    with pytest.raises(ValueError, match="unknown evidence"):
+        run_check("new-check", short="x", title="t", description="d", targets=(), needs=("x",))(  # type: ignore[arg-type]
+            lambda ctx, trace: iter(())
+        )
+
+
+def test_every_rng_check_needs_rng_state_and_token_checks_need_only_tokens() -> None:
+    rng_checks = {"rng-contract", "draw-ranges-disjoint", "distinct-seeds", "unseeded-independence"}
+    for spec in CHECKS.values():
+        if spec.id in rng_checks:
+            assert "rng-state" in spec.needs, spec.id
+        elif spec.kind == "comparison":
+            assert spec.needs == ("tokens",), spec.id
 
 
 def test_contract_limitations_name_real_checks_and_defects() -> None:

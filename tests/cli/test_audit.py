@@ -55,7 +55,9 @@ def test_passing_audit_writes_json_junit_and_traces(tmp_path: Path) -> None:
 
 
 def test_violation_exits_1_and_names_suspects(tmp_path: Path) -> None:
-    path = model(tmp_path, "engine:\n  defects: [row0-seed]\nscenarios: [batch-composition]\n")
+    path = model(
+        tmp_path, "engine:\n  options:\n    defects: [row0-seed]\nscenarios: [batch-composition]\n"
+    )
     result = audit(str(path), "--json", "-")
     assert result.exit_code == 1, result.output
     data = json.loads(result.stdout[result.stdout.index("{") :])
@@ -65,7 +67,10 @@ def test_violation_exits_1_and_names_suspects(tmp_path: Path) -> None:
 
 
 def test_engine_crash_in_one_scenario_is_a_finding_and_others_still_run(tmp_path: Path) -> None:
-    path = model(tmp_path, "engine:\n  defects: [warmup-overflow]\nscenarios: [warmup, uptime]\n")
+    path = model(
+        tmp_path,
+        "engine:\n  options:\n    defects: [warmup-overflow]\nscenarios: [warmup, uptime]\n",
+    )
     report = tmp_path / "r.json"
     result = audit(str(path), "--json", str(report))
     assert result.exit_code == 1, result.output

@@ -121,3 +121,31 @@ def test_checks_lists_every_registered_id() -> None:
     _ok(result)
     for check_id in CHECKS:
         assert check_id in result.output
+
+
+def test_schema_holds_each_engines_options_model() -> None:
+    result = runner.invoke(app, ["schema", "--kind", "model"])
+    _ok(result)
+    schema = json.loads(result.output)
+    rules = schema["$defs"]["EngineConfig"]["allOf"]
+    reference = next(r for r in rules if r["if"]["properties"]["name"]["const"] == "reference")
+    assert reference["then"]["properties"]["options"]["$ref"] == "#/$defs/ReferenceOptions"
+    options = schema["$defs"]["ReferenceOptions"]
+    assert set(options["properties"]) == {"model_seed", "rng_profile", "defects"}
+    assert options["additionalProperties"] is False
+
+
+def test_init_writes_the_engines_options_with_their_defaults(tmp_path: Path) -> None:
+    target = tmp_path / "model.yaml"
+    _ok(runner.invoke(app, ["init", str(target)]))
+    text = target.read_text()
+    assert "  options:" in text and "    defects: []" in text and "    model_seed: 0" in text
+    _ok(runner.invoke(app, ["init", str(target), "--engine", "nope", "--force"]), 2)
+
+
+def test_engines_lists_what_each_observes_and_whether_it_can_run() -> None:
+    result = runner.invoke(app, ["engines"], env={"COLUMNS": "120"})
+    _ok(result)
+    assert "reference" in result.output and "ready" in result.output
+    assert "tokens, steps, rng-state, drafts, logits" in result.output
+    assert "trtllm" in result.output and "missing tensorrt_llm" in result.output

@@ -20,7 +20,8 @@ from rich.console import Console
 from specseed.reporting.console import render_report
 from specseed.reporting.json_report import render_json
 from specseed.reporting.junit import render_junit
-from specseed.runner import AuditResult, ScenarioResult, evaluate
+from specseed.results import AuditResult, ScenarioResult
+from specseed.runner import evaluate
 from specseed.scenarios.loader import load_library_scenario
 from specseed.scenarios.schema import AuditConfig, EngineConfig
 from specseed.trace import load_trace
@@ -36,7 +37,8 @@ def result() -> AuditResult:
     traces = {p.stem: load_trace(p) for p in sorted(TRACES.glob("*.jsonl"))}
     findings = evaluate(scenario, traces, "ideal")
     config = AuditConfig(
-        engine=EngineConfig(defects=["overlap-window-reuse"]), scenarios=["overlap-scheduler"]
+        engine=EngineConfig(options={"defects": ["overlap-window-reuse"]}),
+        scenarios=["overlap-scheduler"],
     )
     return AuditResult(
         config=config,
@@ -65,7 +67,7 @@ def test_report_shows_suspect_first_divergence_and_offsets(result: AuditResult) 
     text = console.export_text()
     assert "overlap-window-reuse" in text
     assert "first diverges at token" in text and "RNG state differs" in text
-    assert "expected (contract) beside observed" in text
+    assert "RNG state per event vs the contract" in text
     assert text.rstrip().endswith("(exit 1)")
 
 

@@ -13,6 +13,9 @@ from specseed.checks import streams  # noqa: F401
 from specseed.checks import invariance  # noqa: F401
 
 # isort: on
-from specseed.checks.registry import CHECKS, CheckSpec, get_check
+from specseed.checks.registry import CHECKS, CheckSpec, get_check, load_plugin_checks
 
-__all__ = ["CHECKS", "CheckSpec", "get_check"]
+PLUGIN_PROBLEMS: list[str] = load_plugin_checks()
+"""Check plugins (``specseed.checks`` entry points) that failed to load, one line each."""
+
+__all__ = ["CHECKS", "PLUGIN_PROBLEMS", "CheckSpec", "get_check"]

@@ -218,3 +218,35 @@ def stream_diff(
         right_request=right_request,
         first_state_difference=first,
     )
+
+
+def sampled_without_events(trace: RunTrace) -> list[str]:
+    """Sampled scenario requests that emitted tokens yet have no recorded sampling event.
+
+    An engine that claims to expose RNG state must record an event for every sampled token;
+    where it did not, RNG checks have nothing to judge and must not pass.
+    """
+    recorded = {
+        row.request_id
+        for step in trace.steps
+        for row in step.rows
+        if row.phase == "scenario" and row.events
+    }
+    return [
+        info.request_id
+        for info in trace.header.requests
+        if info.phase == "scenario"
+        and info.temperature > 0
+        and trace.end.outputs.get(info.request_id)
+        and info.request_id not in recorded
+    ]
+
+
+def unrecorded_reason(trace: RunTrace, requests: list[str]) -> str:
+    shown = ", ".join(requests[:5]) + (
+        f" and {len(requests) - 5} more" if len(requests) > 5 else ""
+    )
+    return (
+        f"{trace.name}: no sampling event was recorded for sampled request"
+        f"{'s' if len(requests) > 1 else ''} {shown}"
+    )

@@ -117,10 +117,12 @@ class OffsetRow:
 
 @dataclass(frozen=True)
 class Finding:
-    """What one check concluded about one scenario (one run, or runs compared)."""
+    """What one check concluded about one scenario (one run, or runs compared).
 
-    check: str
-    scenario: str
+    Checks leave ``check`` and ``scenario`` empty: the runner stamps them from the registry
+    and the scenario, so no check repeats its own id.
+    """
+
     status: Status
     message: str
     """One line a user reads first."""
@@ -134,3 +136,7 @@ class Finding:
     """For known-limitation: the contract's stated reason."""
     details: tuple[str, ...] = field(default=())
     """Further evidence lines (exception text, overlapping ranges...)."""
+    check: str = ""
+    """The check's id (stamped from the registry)."""
+    scenario: str = ""
+    """The scenario's name (stamped by the runner)."""

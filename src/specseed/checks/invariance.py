@@ -11,11 +11,12 @@ from collections.abc import Callable, Iterator
 from specseed.checks.context import CheckContext
 from specseed.checks.evidence import stream_diff
 from specseed.checks.findings import ATTRIBUTION_TEXT, Finding, Suspect, TokenDiff
-from specseed.checks.registry import register
+from specseed.checks.registry import comparison_check
 from specseed.checks.suspects import divergence_suspects, merge
 from specseed.contracts import RngContract
 from specseed.scenarios.schema import Expectation
 from specseed.trace import RequestInfo, RunTrace
+from specseed.wording import plural
 
 RequestFilter = Callable[[RequestInfo], bool]
 
@@ -74,14 +75,11 @@ def _compare(
     varied: str,
     extra_suspects: Callable[[TokenDiff], list[Suspect]] | None = None,
 ) -> Iterator[Finding]:
-    name = ctx.scenario.name
     traces = [ctx.traces[run] for run in expectation.runs]
     runs = tuple(expectation.runs)
     broken = [t.name for t in traces if t.failed]
     if broken:
         yield Finding(
-            check=check_id,
-            scenario=name,
             status="error",
             message=f"cannot compare {varied}: run {', '.join(broken)} did not complete "
             "(see runs-complete)",
@@ -101,8 +99,6 @@ def _compare(
         ]
     if not requests:
         yield Finding(
-            check=check_id,
-            scenario=name,
             status="skip",
             message=f"no request in {', '.join(runs)} that {check_id} applies to",
             runs=runs,
@@ -132,8 +128,6 @@ def _compare(
     if diffs:
         first = diffs[0]
         yield Finding(
-            check=check_id,
-            scenario=name,
             status="fail",
             message=f"{_streams(len(diffs))} with {varied}; "
             f"{first.request} first diverges at token {first.position} "
@@ -146,13 +140,11 @@ def _compare(
     elif limitation is not None and (excused or moved):
         affected = tuple(dict.fromkeys([d.request for d in excused] + moved))
         what = (
-            f"{len(excused)} streams change with the kernel row"
+            f"{plural(len(excused), 'stream changes', 'streams change')} with the kernel row"
             if excused
             else "rows moved without changing tokens"
         )
         yield Finding(
-            check=check_id,
-            scenario=name,
             status="known-limitation",
             message=f"{what} ({', '.join(affected)}); {contract.name} makes the subsequence the "
             "batch row",
@@ -163,19 +155,16 @@ def _compare(
         )
     else:
         yield Finding(
-            check=check_id,
-            scenario=name,
             status="pass",
-            message=f"{len(requests)} requests identical across {varied} ({', '.join(runs)})",
+            message=f"{plural(len(requests), 'request')} identical across {varied} ({', '.join(runs)})",
             runs=runs,
             requests=tuple(requests),
         )
 
 
-@register(
+@comparison_check(
     "run-to-run",
     short="repeat",
-    kind="comparison",
     title="Run-to-run equality",
     description="Serving the same requests the same way twice, each on a fresh engine, gives "
     "identical tokens for every request, seeded or not.",
@@ -185,10 +174,9 @@ def run_to_run(ctx: CheckContext, expectation: Expectation) -> Iterator[Finding]
     yield from _compare(ctx, expectation, "run-to-run", _any, "a second identical run")
 
 
-@register(
+@comparison_check(
     "uptime-invariance",
     short="uptime",
-    kind="comparison",
     title="Uptime invariance",
     description="A seeded or greedy request's tokens do not depend on the traffic the engine "
     "served before it (warmup batches, earlier requests).",
@@ -198,10 +186,9 @@ def uptime_invariance(ctx: CheckContext, expectation: Expectation) -> Iterator[F
     yield from _compare(ctx, expectation, "uptime-invariance", _seeded_or_greedy, "engine uptime")
 
 
-@register(
+@comparison_check(
     "batch-invariance",
     short="batch",
-    kind="comparison",
     title="Batch-composition invariance",
     description="A seeded or greedy request's tokens do not depend on which other requests "
     "share its batch (seeded, unseeded, greedy neighbours) when its own row is unchanged.",
@@ -213,10 +200,9 @@ def batch_invariance(ctx: CheckContext, expectation: Expectation) -> Iterator[Fi
     )
 
 
-@register(
+@comparison_check(
     "position-invariance",
     short="position",
-    kind="comparison",
     title="Batch-position invariance",
     description="A seeded or greedy request's tokens do not depend on its row in the batch.",
     targets=("row-subsequence",),
@@ -227,10 +213,9 @@ def position_invariance(ctx: CheckContext, expectation: Expectation) -> Iterator
     )
 
 
-@register(
+@comparison_check(
     "overlap-invariance",
     short="overlap",
-    kind="comparison",
     title="Overlap-scheduler invariance",
     description="A seeded or greedy request's tokens are the same with the overlap scheduler "
     "on and off.",
@@ -262,10 +247,9 @@ def _greedy_drift(diff: TokenDiff) -> list[Suspect]:
     ]
 
 
-@register(
+@comparison_check(
     "greedy-spec-equivalence",
     short="greedy",
-    kind="comparison",
     title="Greedy speculative = greedy non-speculative",
     description="Greedy requests produce the same tokens with speculation (any verification "
     "mode) as with max_draft_len 0.",

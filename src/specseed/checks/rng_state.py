@@ -6,12 +6,19 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from specseed.checks.context import CheckContext
-from specseed.checks.evidence import event_state, follows_contract
+from specseed.checks.evidence import (
+    event_state,
+    follows_contract,
+    sampled_without_events,
+    unrecorded_reason,
+)
 from specseed.checks.findings import EventState, Finding, OffsetRow, Suspect
-from specseed.checks.registry import register
+from specseed.checks.registry import run_check
 from specseed.checks.suspects import merge, offset_suspects, overlap_suspect, seed_suspects
-from specseed.contracts import CONTRACTS, RngContract
+from specseed.contracts import RngContract, all_contracts
+from specseed.seeds import fmt_seed
 from specseed.trace import RowRecord, RunTrace, StepRecord
+from specseed.wording import plural
 
 MAX_DETAIL_LINES = 8
 
@@ -40,10 +47,9 @@ def _shared_unseeded_seeds(trace: RunTrace) -> dict[str, set[int]]:
     }
 
 
-@register(
+@run_check(
     "rng-contract",
     short="rng",
-    kind="run",
     title="RNG state follows the contract",
     description="Every sampling event's seed, subsequence and offset equal the contract's "
     "prediction from the request's seed, decoding iteration, event slot and kernel row; "
@@ -57,6 +63,7 @@ def _shared_unseeded_seeds(trace: RunTrace) -> dict[str, set[int]]:
         "neighbor-unseeded",
         "draw-overlap",
     ),
+    needs=("steps", "rng-state"),
 )
 def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     contract = ctx.contract
@@ -127,11 +134,27 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
                 )
             if "offset" in mismatch and contract.offsets == "window":
                 suspects.extend(offset_suspects(event, row.decoding_iter, contract, max_draft_len))
-    name = ctx.scenario.name
+    unrecorded = sampled_without_events(trace)
+    if unrecorded:
+        yield Finding(
+            status="error",
+            message=f"{unrecorded_reason(trace, unrecorded)}, though the engine claims to "
+            "expose RNG state: the observation is broken (adapter or tap), so the contract "
+            "cannot be checked",
+            runs=(trace.name,),
+            requests=tuple(unrecorded),
+        )
+        return
+    if events == 0:
+        yield Finding(
+            status="skip",
+            message=f"{trace.name}: no sampling events recorded (nothing to hold to "
+            f"{contract.name})",
+            runs=(trace.name,),
+        )
+        return
     if not mismatched:
         yield Finding(
-            check="rng-contract",
-            scenario=name,
             status="pass",
             message=f"{trace.name}: all {events} sampling events follow {contract.name}",
             runs=(trace.name,),
@@ -144,7 +167,7 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     details: tuple[str, ...] = ()
     followed = [
         other.name
-        for other in CONTRACTS.values()
+        for other in all_contracts().values()
         if other.name != contract.name and _follows(trace, other, max_draft_len)
     ]
     if followed:
@@ -154,10 +177,8 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
             "against its own layout)",
         )
     yield Finding(
-        check="rng-contract",
-        scenario=name,
         status="fail",
-        message=f"{trace.name}: {bad} of {events} sampling events differ from {contract.name} "
+        message=f"{trace.name}: {bad} of {plural(events, 'sampling event')} differ from {contract.name} "
         f"({summary})",
         runs=(trace.name,),
         requests=tuple(sorted(mismatched)),
@@ -200,14 +221,14 @@ def overlapping_pairs(events: list[EventState]) -> list[tuple[EventState, EventS
     return pairs
 
 
-@register(
+@run_check(
     "draw-ranges-disjoint",
     short="draws",
-    kind="run",
     title="Draw ranges disjoint",
     description="No two sampling events of one request read overlapping (seed, subsequence, "
     "offset .. offset + draws) ranges, so no random number is used twice.",
     targets=("draw-overlap", "draft-shared-offset", "overlap-window-reuse"),
+    needs=("steps", "rng-state"),
 )
 def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     contract = ctx.contract
@@ -216,6 +237,12 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
     for step, row in _scenario_rows(trace):
         for event in row.events:
             per_request[row.request_id].append(event_state(event, step.step, row.decoding_iter))
+    unrecorded = sampled_without_events(trace)
+    drawn = sum(1 for events in per_request.values() for e in events if e.draws > 0)
+    if unrecorded or drawn == 0:
+        why = unrecorded_reason(trace, unrecorded) if unrecorded else f"{trace.name}: no draws"
+        yield Finding(status="skip", message=f"{why}; no draw ranges to compare")
+        return
     violations: list[tuple[str, EventState, EventState]] = []
     seeds = {info.request_id: info.seed for info in trace.header.requests}
     excused: list[tuple[str, EventState, EventState]] = []
@@ -229,23 +256,20 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
                 excused.append((request, first, second))
             else:
                 violations.append((request, first, second))
-    name = ctx.scenario.name
 
     def describe(items: list[tuple[str, EventState, EventState]]) -> tuple[str, ...]:
         return tuple(
             f"{request}: {a.label()} (iteration {a.decoding_iter}, step {a.step}) reads offsets "
             f"{a.offset}..{a.offset + a.draws - 1} and {b.label()} (iteration "
             f"{b.decoding_iter}, step {b.step}) reads {b.offset}..{b.offset + b.draws - 1} of "
-            f"seed {a.seed}, subsequence {a.subsequence}"
+            f"seed {fmt_seed(a.seed)}, subsequence {a.subsequence}"
             for request, a, b in items[:MAX_DETAIL_LINES]
         )
 
     if violations:
         yield Finding(
-            check="draw-ranges-disjoint",
-            scenario=name,
             status="fail",
-            message=f"{trace.name}: {len(violations)} pairs of sampling events read the same "
+            message=f"{trace.name}: {plural(len(violations), 'pair')} of sampling events read the same "
             f"random numbers ({', '.join(sorted({r for r, _, _ in violations}))})",
             runs=(trace.name,),
             requests=tuple(sorted({r for r, _, _ in violations})),
@@ -253,10 +277,12 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
             details=describe(violations),
         )
     elif limitation is not None:
-        seen = f"{len(excused)} overlaps where the contract puts them" if excused else "no overlap"
+        seen = (
+            f"{plural(len(excused), 'overlap')} where the contract puts them"
+            if excused
+            else "no overlap"
+        )
         yield Finding(
-            check="draw-ranges-disjoint",
-            scenario=name,
             status="known-limitation",
             message=f"{trace.name}: {seen}; {contract.name} does not keep draw ranges disjoint",
             runs=(trace.name,),
@@ -267,10 +293,8 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
     else:
         total = sum(len(v) for v in per_request.values())
         yield Finding(
-            check="draw-ranges-disjoint",
-            scenario=name,
             status="pass",
-            message=f"{trace.name}: {total} sampling events of {len(per_request)} requests read "
+            message=f"{trace.name}: {plural(total, 'sampling event')} of {plural(len(per_request), 'request')} read "
             "disjoint ranges",
             runs=(trace.name,),
         )

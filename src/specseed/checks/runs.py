@@ -6,31 +6,29 @@ from collections.abc import Iterator
 
 from specseed.checks.context import CheckContext
 from specseed.checks.findings import Finding, Suspect
-from specseed.checks.registry import register
+from specseed.checks.registry import run_check
 from specseed.trace import RunTrace
+from specseed.wording import plural
 
 
-@register(
+@run_check(
     "runs-complete",
     short="runs",
-    kind="run",
     title="Runs complete",
     description="Every run finishes without an engine error, including warmup batches larger "
     "than max_num_requests.",
     targets=("warmup-overflow",),
+    needs=("tokens",),
 )
 def runs_complete(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     limit = ctx.max_num_requests(trace)
     failure = trace.end.failure
-    scenario = ctx.scenario.name
     if failure is None:
         above = [size for size in _warmup_sizes(trace) if size > limit]
         extra = f", warmup batches {above} above max_num_requests {limit}" if above else ""
         yield Finding(
-            check="runs-complete",
-            scenario=scenario,
             status="pass",
-            message=f"{trace.name} completed in {len(trace.steps)} steps{extra}",
+            message=f"{trace.name} completed in {plural(len(trace.steps), 'step')}{extra}",
             runs=(trace.name,),
         )
         return
@@ -40,13 +38,11 @@ def runs_complete(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
             Suspect(
                 "warmup-overflow",
                 f"the engine failed while running a {failure.phase} batch of "
-                f"{failure.batch_size} rows, above max_num_requests {limit}: buffers sized "
+                f"{plural(failure.batch_size, 'row')}, above max_num_requests {limit}: buffers sized "
                 "max_num_requests cannot hold it",
             )
         )
     yield Finding(
-        check="runs-complete",
-        scenario=scenario,
         status="fail",
         message=(
             f"{trace.name} crashed at step {failure.step} ({failure.phase}, batch of "
@@ -59,14 +55,16 @@ def runs_complete(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
 
 
 def _warmup_sizes(trace: RunTrace) -> list[int]:
-    """Sizes of the warmup batches as run: the rows of each warmup batch's first step."""
-    sizes: list[int] = []
+    """Sizes of the warmup batches the run served (typed in the trace header)."""
+    sizes = list(trace.header.warmup_batches)
+    if sizes or trace.header.schema_version != "1.0":
+        return sizes
+    # 1.0 traces did not record them: the rows of each warmup batch's first step.
     seen: set[str] = set()
     for step in trace.steps:
-        if step.phase != "warmup" or not step.rows:
-            continue
-        batch = step.rows[0].request_id.split("-")[0]
-        if batch not in seen:
-            seen.add(batch)
-            sizes.append(len(step.rows))
+        if step.phase == "warmup" and step.rows:
+            batch = step.rows[0].request_id.split("-")[0]
+            if batch not in seen:
+                seen.add(batch)
+                sizes.append(len(step.rows))
     return sizes

@@ -7,12 +7,19 @@ from collections.abc import Iterator
 from itertools import combinations
 
 from specseed.checks.context import CheckContext
-from specseed.checks.evidence import event_state, follows_contract
+from specseed.checks.evidence import (
+    event_state,
+    follows_contract,
+    sampled_without_events,
+    unrecorded_reason,
+)
 from specseed.checks.findings import EventState, Finding, Suspect
-from specseed.checks.registry import register
+from specseed.checks.registry import run_check
 from specseed.checks.suspects import merge, seed_suspects
 from specseed.contracts import RngContract
+from specseed.seeds import fmt_seed
 from specseed.trace import RequestInfo, RunTrace, SamplingEvent, StepRecord
+from specseed.wording import plural
 
 MIN_TOKENS_FOR_IDENTITY = 8
 """Shorter identical streams prove nothing: peaked distributions repeat short outputs."""
@@ -63,7 +70,7 @@ def _label(request: RequestInfo) -> str:
     return (
         request.request_id
         if request.seed is None
-        else f"{request.request_id} (seed {request.seed})"
+        else f"{request.request_id} (seed {fmt_seed(request.seed)})"
     )
 
 
@@ -80,8 +87,8 @@ def _shared_stream(
         (a, _, _), _ = shared[0]
         same = ", same prompt, identical tokens" if identical else ""
         problem = (
-            f"{_label(x)} and {_label(y)} both drew from seed {a.seed}, subsequence "
-            f"{a.subsequence}, offset {a.offset} ({len(shared)} events{same})"
+            f"{_label(x)} and {_label(y)} both drew from seed {fmt_seed(a.seed)}, subsequence "
+            f"{a.subsequence}, offset {a.offset} ({plural(len(shared), 'event')}{same})"
         )
         suspects: list[Suspect] = []
         for (_, step, event), request in zip(shared[0], (x, y), strict=True):
@@ -110,19 +117,24 @@ def _shared_stream(
     return None
 
 
-@register(
+@run_check(
     "distinct-seeds",
     short="seeds",
-    kind="run",
     title="Distinct seeds, distinct streams",
     description="Seeded requests with different seeds draw from different Philox streams, and "
     "two such requests with the same prompt produce different tokens.",
     targets=("row0-seed", "engine-counter", "neighbor-unseeded"),
+    needs=("steps", "rng-state"),
 )
 def distinct_seeds(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     seeded = [r for r in _scenario_requests(trace) if r.seed is not None and r.temperature > 0]
     pairs = [(x, y) for x, y in combinations(seeded, 2) if x.seed != y.seed]
     if not pairs or trace.failed:
+        return
+    unrecorded = sorted({r.request_id for r in seeded} & set(sampled_without_events(trace)))
+    if unrecorded:
+        why = unrecorded_reason(trace, unrecorded)
+        yield Finding(status="skip", message=f"{why}; their streams cannot be compared")
         return
     problems: list[str] = []
     suspects: list[Suspect] = []
@@ -137,19 +149,15 @@ def distinct_seeds(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
             affected.update((x.request_id, y.request_id))
     if not problems:
         yield Finding(
-            check="distinct-seeds",
-            scenario=ctx.scenario.name,
             status="pass",
-            message=f"{trace.name}: {len(pairs)} pairs of differently seeded requests drew from "
+            message=f"{trace.name}: {plural(len(pairs), 'pair')} of differently seeded requests drew from "
             "different streams",
             runs=(trace.name,),
         )
         return
     yield Finding(
-        check="distinct-seeds",
-        scenario=ctx.scenario.name,
         status="fail",
-        message=f"{trace.name}: {len(problems)} pairs of differently seeded requests share "
+        message=f"{trace.name}: {plural(len(problems), 'pair')} of differently seeded requests share "
         "random numbers",
         runs=(trace.name,),
         requests=tuple(sorted(affected)),
@@ -158,20 +166,25 @@ def distinct_seeds(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     )
 
 
-@register(
+@run_check(
     "unseeded-independence",
     short="unseeded",
-    kind="run",
     title="Unseeded requests independent",
     description="Unseeded requests each draw from a stream of their own: none shares a "
     "(seed, subsequence, offset) with another, and two with the same prompt produce "
     "different tokens.",
     targets=("unseeded-shared-stream",),
+    needs=("steps", "rng-state"),
 )
 def unseeded_independence(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     unseeded = [r for r in _scenario_requests(trace) if r.seed is None and r.temperature > 0]
     pairs = list(combinations(unseeded, 2))
     if not pairs or trace.failed:
+        return
+    unrecorded = sorted({r.request_id for r in unseeded} & set(sampled_without_events(trace)))
+    if unrecorded:
+        why = unrecorded_reason(trace, unrecorded)
+        yield Finding(status="skip", message=f"{why}; their streams cannot be compared")
         return
     contract = ctx.contract
     limitation = contract.limitation_for("unseeded-independence")
@@ -201,12 +214,13 @@ def unseeded_independence(ctx: CheckContext, trace: RunTrace) -> Iterator[Findin
             problems.append(found[0])
             suspects.extend(found[1])
             affected.update((x.request_id, y.request_id))
-    name = ctx.scenario.name
     if limitation is not None and not problems:
-        seen = f"{len(excused)} pairs share a stream" if excused else "no shared stream"
+        seen = (
+            f"{plural(len(excused), 'pair shares', 'pairs share')} a stream"
+            if excused
+            else "no shared stream"
+        )
         yield Finding(
-            check="unseeded-independence",
-            scenario=name,
             status="known-limitation",
             message=f"{trace.name}: {seen}; {contract.name} does not give unseeded requests "
             "streams of their own",
@@ -217,8 +231,6 @@ def unseeded_independence(ctx: CheckContext, trace: RunTrace) -> Iterator[Findin
         return
     if not problems:
         yield Finding(
-            check="unseeded-independence",
-            scenario=name,
             status="pass",
             message=f"{trace.name}: {len(unseeded)} unseeded requests drew from streams of "
             "their own",
@@ -226,10 +238,8 @@ def unseeded_independence(ctx: CheckContext, trace: RunTrace) -> Iterator[Findin
         )
         return
     yield Finding(
-        check="unseeded-independence",
-        scenario=name,
         status="fail",
-        message=f"{trace.name}: {len(problems)} pairs of unseeded requests share random numbers",
+        message=f"{trace.name}: {plural(len(problems), 'pair')} of unseeded requests share random numbers",
         runs=(trace.name,),
         requests=tuple(sorted(affected)),
         suspects=merge(suspects)

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from specseed.checks.findings import EventState, Suspect, TokenDiff
 from specseed.contracts import DEFAULT_SAMPLING_SEED, RngContract
+from specseed.seeds import fmt_seed
 from specseed.trace import RequestInfo, RunTrace, SamplingEvent, StepRecord
 
 
@@ -88,7 +89,7 @@ def seed_suspects(
         suspects.append(
             Suspect(
                 "neighbor-unseeded",
-                f"{request_id} asked for seed {request_seed} but sampled with seed {event.seed}, "
+                f"{request_id} asked for seed {fmt_seed(request_seed)} but sampled with seed {fmt_seed(event.seed)}, "
                 f"the engine's seed of unseeded request {rid} in the same kernel call",
             )
         )
@@ -96,7 +97,7 @@ def seed_suspects(
         suspects.append(
             Suspect(
                 "engine-counter",
-                f"{request_id} asked for seed {request_seed} but sampled with seed {event.seed} "
+                f"{request_id} asked for seed {fmt_seed(request_seed)} but sampled with seed {fmt_seed(event.seed)} "
                 f"at offset {event.offset}: the seed comes from the engine, not the request",
             )
         )
@@ -152,8 +153,8 @@ def overlap_suspect(first: EventState, second: EventState, request_seed: int | N
     if request_seed is not None and first.seed != request_seed and first.offset == 0:
         return Suspect(
             "engine-counter",
-            f"{first.label()} and {second.label()} both read seed {first.seed} from offset 0, "
-            f"not the request's seed {request_seed}: an engine-wide seed, offset always 0",
+            f"{first.label()} and {second.label()} both read seed {fmt_seed(first.seed)} from offset 0, "
+            f"not the request's seed {fmt_seed(request_seed)}: an engine-wide seed, offset always 0",
         )
     if (
         first.kind == second.kind == "draft"
@@ -216,8 +217,8 @@ def divergence_suspects(
                 suspects.append(
                     Suspect(
                         "engine-counter",
-                        f"{a.label()} sampled with seed {a.seed} in {diff.left.run} and "
-                        f"{b.seed} in {diff.right.run}",
+                        f"{a.label()} sampled with seed {fmt_seed(a.seed)} in {diff.left.run} and "
+                        f"{fmt_seed(b.seed)} in {diff.right.run}",
                     )
                 )
         if a.subsequence != b.subsequence:
@@ -253,8 +254,8 @@ def _sampler_suspects(diff: TokenDiff, left: RunTrace, right: RunTrace) -> list[
                     Suspect(
                         "row0-seed",
                         f"in {side.run}, {event.label()} sat at kernel row {event.kernel_row} "
-                        f"with seed {event.seed}; row 0 of that call ({row0[0]}) had seed "
-                        f"{row0[1]}: a kernel reading element 0 draws from that seed",
+                        f"with seed {fmt_seed(event.seed)}; row 0 of that call ({row0[0]}) had seed "
+                        f"{fmt_seed(row0[1])}: a kernel reading element 0 draws from that seed",
                     )
                 )
                 return found

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from specseed.cli.errors import EXIT_OK, EXIT_VIOLATION, error_boundary
+from specseed.cli.errors import EXIT_NOTHING_CHECKED, EXIT_OK, EXIT_VIOLATION, error_boundary
+from specseed.cli.inputs import FLAG, check_model_yaml_argument, check_output_paths
 from specseed.errors import InputError
 
 if TYPE_CHECKING:  # the CLI must not import heavy modules before a command runs
@@ -29,7 +30,8 @@ scenario library.
   specseed audit model.yaml --scenario uptime --trace-dir traces/
   specseed audit --matrix
 
-Exit codes: 0 every invariant holds, 1 a violation, 2 bad input, 3 the engine could not run.
+Exit codes: 0 every invariant holds, 1 a violation, 2 bad input, 3 the engine could not run,
+4 nothing was checked (every finding is skip).
 """
 
 
@@ -118,31 +120,53 @@ def audit(
         bool,
         typer.Option(
             "--matrix",
+            metavar=FLAG,
             help="Inject each defect class into the reference engine in turn and print which "
             "checks catch it (exit 1 if the defect-free audit fails or a targeted defect is "
             "missed).",
         ),
     ] = False,
     no_progress: Annotated[
-        bool, typer.Option("--no-progress", help="Do not show progress while engines run.")
+        bool,
+        typer.Option("--no-progress", metavar=FLAG, help="Do not show progress while engines run."),
     ] = False,
 ) -> None:
     """Replay scenarios on an engine and check reproducibility invariants."""
-    from specseed.reporting.console import AuditProgress, render_report
+    from specseed.reporting.base import Reporter
+    from specseed.reporting.console import ConsoleReporter
+    from specseed.reporting.json_report import JsonReporter
+    from specseed.reporting.junit import JunitReporter
+    from specseed.results import AuditEvent
     from specseed.runner import plan_audit, run_audit
     from specseed.scenarios.loader import load_audit_config
     from specseed.scenarios.schema import AuditConfig
 
     out = Console(stderr=json_path is not None and str(json_path) == "-")
     err = Console(stderr=True)
+    from specseed.checks import CHECKS
+    from specseed.scope import check_scope, checked_nothing
+
     with error_boundary(runs_engine=True):
+        check_model_yaml_argument(model_yaml)
         if model_yaml is not None:
-            config = load_audit_config(model_yaml)
+            config = load_audit_config(model_yaml, check_ids=CHECKS)
             base_dir = model_yaml.parent
             source = str(model_yaml)
         else:
             config, base_dir, source = AuditConfig(), Path.cwd(), "(built-in default)"
         planned = plan_audit(config, base_dir, source)
+        # Before anything is created on disk; every file model.yaml names, --scenario or not.
+        check_output_paths(
+            {"--json": json_path, "--junit": junit_path},
+            [p for p in [model_yaml] if p is not None]
+            + [
+                Path(p.loaded.source)
+                if Path(p.loaded.source).is_absolute()
+                else base_dir / p.loaded.source
+                for p in planned
+                if not p.loaded.source.startswith("builtin:")
+            ],
+        )
         _check_writable(json_path, "JSON report")
         _check_writable(junit_path, "JUnit report")
         _check_writable(trace_dir, "traces", directory=True)
@@ -155,29 +179,28 @@ def audit(
                     hint=f"available: {', '.join(sorted(known))}",
                 )
             planned = [p for p in planned if p.scenario.name in scenario]
+        check_scope(config.checks.skip, [p.scenario for p in planned], source)
         if matrix:
             _matrix(config, base_dir, scenario, out, err, show_progress=not no_progress)
         command = "specseed " + shlex.join(sys.argv[1:]) if sys.argv else "specseed audit"
-        if no_progress or not err.is_terminal:
-            result = run_audit(config, planned, base_dir, trace_dir=trace_dir, command=command)
-        else:
-            with AuditProgress(err) as progress:
-                result = run_audit(
-                    config,
-                    planned,
-                    base_dir,
-                    trace_dir=trace_dir,
-                    on_event=progress,
-                    command=command,
-                )
-        exit_code = EXIT_VIOLATION if result.verdict == "fail" else EXIT_OK
-        render_report(result, out, exit_code)
+        console = ConsoleReporter(out, err, progress=not no_progress and err.is_terminal)
+        reporters: list[Reporter] = [console]
         if json_path is not None:
-            from specseed.reporting.json_report import render_json
-
-            _write(json_path, render_json(result, exit_code), "JSON report")
+            reporters.append(JsonReporter(lambda text: _write(json_path, text, "JSON report")))
         if junit_path is not None:
-            from specseed.reporting.junit import render_junit
+            reporters.append(JunitReporter(lambda text: _write(junit_path, text, "JUnit report")))
 
-            _write(junit_path, render_junit(result), "JUnit report")
+        def on_event(event: AuditEvent) -> None:
+            for reporter in reporters:
+                reporter.on_event(event)
+
+        with console:
+            result = run_audit(
+                config, planned, base_dir, trace_dir=trace_dir, on_event=on_event, command=command
+            )
+        exit_code = EXIT_VIOLATION if result.verdict == "fail" else EXIT_OK
+        if exit_code == EXIT_OK and checked_nothing(result.findings):
+            exit_code = EXIT_NOTHING_CHECKED
+        for reporter in reporters:
+            reporter.finish(result, exit_code)
     raise typer.Exit(exit_code)

@@ -1,6 +1,7 @@
 """The one error boundary: typed library errors become a message, a hint and an exit code.
 
-Exit codes: 0 every invariant holds, 1 a violation, 2 bad input, 3 the engine could not run.
+Exit codes: 0 every invariant holds, 1 a violation, 2 bad input, 3 the engine could not run,
+4 nothing was checked (every finding is skip).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ EXIT_OK = 0
 EXIT_VIOLATION = 1
 EXIT_BAD_INPUT = 2
 EXIT_ENGINE = 3
+EXIT_NOTHING_CHECKED = 4
+"""Every finding is ``skip``: the engine exposed no evidence any check could use."""
 
 # soft_wrap: a problem line (file:line: path: message) is never broken inside a path.
 stderr = Console(stderr=True, soft_wrap=True)

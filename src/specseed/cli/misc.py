@@ -8,9 +8,12 @@ from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from specseed.cli.errors import error_boundary
+from specseed.cli.inputs import FLAG
 from specseed.errors import InputError
 
 out = Console()
@@ -18,21 +21,33 @@ out = Console()
 
 def init(
     path: Annotated[Path, typer.Argument(help="Where to write it.")] = Path("model.yaml"),
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    engine: Annotated[
+        str,
+        typer.Option("--engine", help="Write the options of this engine (see specseed engines)."),
+    ] = "reference",
+    force: Annotated[
+        bool, typer.Option("--force", metavar=FLAG, help="Overwrite an existing file.")
+    ] = False,
 ) -> None:
     """Write the default audit configuration as a commented model.yaml.
 
-    [bold]Example[/]
+    [bold]Examples[/]
 
       specseed init && specseed audit model.yaml
+      specseed init vllm.yaml --engine vllm
     """
+    from specseed.engine_adapters.registry import engine_names
     from specseed.scenarios.template import model_yaml_template
 
     with error_boundary():
+        if engine not in engine_names():
+            raise InputError(
+                f"--engine {engine}: no such engine", hint=f"known: {', '.join(engine_names())}"
+            )
         if path.exists() and not force:
             raise InputError(f"{path} exists", hint="pass --force to overwrite it")
         try:
-            path.write_text(model_yaml_template(), encoding="utf-8")
+            path.write_text(model_yaml_template(engine), encoding="utf-8")
         except OSError as exc:
             raise InputError(f"cannot write {path}: {exc.strerror}") from None
     out.print(f"wrote {path}; run: specseed audit {path}")
@@ -61,11 +76,47 @@ def checks() -> None:
     """List every check: its stable id, what it means and the defects it targets."""
     from specseed.checks import CHECKS
 
-    table = Table(header_style="bold", show_lines=False)
-    table.add_column("id")
-    table.add_column("kind")
-    table.add_column("meaning")
-    table.add_column("targets")
+    # One block per check, not a four-column table: at 80 columns the table cut ids and
+    # defect names ("draw-ranges-disjoi…"); a block wraps only the prose.
     for spec in CHECKS.values():
-        table.add_row(spec.id, spec.kind, spec.description, ", ".join(spec.targets) or "—")
+        head = Text.assemble((spec.id, "bold"), f" ({spec.kind})")
+        head.append(" · targets: " + (", ".join(spec.targets) or "—"), style="dim")
+        head.append(" · needs: " + ", ".join(spec.needs), style="dim")
+        out.print(head)
+        out.print(Padding(Text(spec.description), (0, 0, 1, 4)))
+    out.print(
+        "[dim]needs: the evidence a check reads; where an engine does not expose it, the "
+        "check is reported as skip with the reason.[/]"
+    )
+
+
+def engines() -> None:
+    """List the engines specseed can audit: what each observes, and whether it can run here.
+
+    Engines from other packages appear through the `specseed.engines` entry point group.
+
+    [bold]Example[/]
+
+      specseed engines
+    """
+    from specseed.engine_adapters.registry import engines as known_engines
+
+    table = Table(header_style="bold")
+    table.add_column("engine")
+    table.add_column("observes")
+    table.add_column("here")
+    for info in known_engines().values():
+        missing = info.missing_packages()
+        here = "[green]ready[/]" if not missing else f"[red]missing {', '.join(missing)}[/]"
+        source = "" if info.source == "specseed" else f" [dim]({info.source})[/]"
+        table.add_row(
+            f"[bold]{info.name}[/]{source}\n[dim]{info.summary}[/]",
+            ", ".join(info.observability.evidence),
+            here,
+        )
     out.print(table)
+    out.print(
+        "[dim]observes: token ids always; steps = batch rows and engine steps; rng-state = "
+        "per-event RNG state; drafts = draft and acceptance counts; logits = logits "
+        "fingerprints. Checks needing what an engine does not observe are skipped.[/]"
+    )

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specseed.cli.errors import error_boundary
+from specseed.cli.inputs import FLAG
 
 app = typer.Typer(
     help="Inspect curand Philox4x32-10 streams.\n\n[bold]Example[/]\n\n"
@@ -57,7 +58,9 @@ def draws(
     count: Annotated[
         str, typer.Option("-n", "--count", metavar="INT", help="How many draws to print.")
     ] = "8",
-    as_json: Annotated[bool, typer.Option("--json", help="Write JSON to stdout.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", metavar=FLAG, help="Write JSON to stdout.")
+    ] = False,
 ) -> None:
     """Print the words (hex) and [bold]curand_uniform[/] values of one stream.
 

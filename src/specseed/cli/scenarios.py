@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +13,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from specseed.cli.errors import error_boundary
+from specseed.wording import plural
 
 app = typer.Typer(
     help="List, show and validate scenarios.\n\n[bold]Examples[/]\n\n  specseed scenarios list\n"
@@ -22,10 +24,6 @@ out = Console()
 lines = Console(soft_wrap=True)
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
 @app.command("list")
 def list_scenarios() -> None:
     """List the built-in scenario library."""
@@ -33,9 +31,9 @@ def list_scenarios() -> None:
 
     with error_boundary():
         table = Table(header_style="bold")
-        table.add_column("name")
+        table.add_column("name", no_wrap=True)
         table.add_column("runs", justify="right")
-        table.add_column("covers")
+        table.add_column("covers", overflow="fold")
         table.add_column("description")
         for name in library_names():
             scenario = load_library_scenario(name).scenario
@@ -55,7 +53,13 @@ def show(name: Annotated[str, typer.Argument(help="Built-in scenario name.")]) -
 
     with error_boundary():
         load_library_scenario(name)
-        out.print(Syntax(library_text(name), "yaml", background_color="default"))
+        text = library_text(name)
+        if out.is_terminal:
+            out.print(Syntax(text, "yaml", background_color="default", word_wrap=True))
+        else:
+            # Piped or redirected: the exact file, never wrapped at the console width, so
+            # that `scenarios show NAME > my.yaml` gives a file that validates.
+            sys.stdout.write(text)
 
 
 @app.command("validate")
@@ -68,41 +72,35 @@ def validate(
 
     Exit code 0 when every file validates, 2 otherwise.
     """
-    import yaml
-
+    from specseed.checks import CHECKS
     from specseed.errors import ScenarioError
     from specseed.runner import plan_audit
-    from specseed.scenarios.loader import load_audit_config, parse_scenario
+    from specseed.scenarios.loader import (
+        is_audit_config,
+        load_audit_config,
+        parse_scenario,
+        read_source,
+    )
 
     problems: list[str] = []
     for path in files:
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            problems.append(f"{path}: {exc.strerror}")
-            continue
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError:
-            data = None
-        try:
-            if isinstance(data, dict) and (
-                "engine" in data or "scenarios" in data or "checks" in data
-            ):
-                config = load_audit_config(path)
+            text = read_source(path)
+            if is_audit_config(text, str(path)):
+                config = load_audit_config(path, check_ids=CHECKS)
                 planned = plan_audit(config, path.parent, str(path))
-                out.print(
-                    f"[green]✓[/] {escape(str(path))}: model.yaml with {len(planned)} scenarios"
+                lines.print(
+                    f"[green]✓[/] {escape(str(path))}: model.yaml with "
+                    f"{plural(len(planned), 'scenario')}"
                 )
             else:
                 scenario = parse_scenario(text, str(path))
                 lines.print(
                     f"[green]✓[/] {escape(str(path))}: scenario {scenario.name} "
-                    f"({_count(len(scenario.runs), 'run')})"
+                    f"({plural(len(scenario.runs), 'run')})"
                 )
         except ScenarioError as exc:
             problems.extend(exc.problems or [exc.message])
     if problems:
         with error_boundary():
-            noun = "problem" if len(problems) == 1 else "problems"
-            raise ScenarioError(f"{len(problems)} {noun} found", problems)
+            raise ScenarioError(f"{plural(len(problems), 'problem')} found", problems)

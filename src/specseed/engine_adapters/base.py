@@ -1,24 +1,50 @@
-"""The adapter contract: what an engine adapter receives and what it must produce.
+"""The adapter contract: what an engine adapter receives, what it must do, and what the base
+class does for it.
 
-The runner resolves model.yaml and a scenario's run into a :class:`RunPlan`; an adapter
-serves it on a fresh engine state and records every step into a ``TraceRecorder``. Failures
-inside a run (an exception in a step) are recorded in the trace, not raised: one scenario's
-crash must not stop the audit. Only an engine that cannot start at all raises ``EngineError``.
+The runner resolves model.yaml and a scenario's run into a :class:`RunPlan`. The base class
+owns the lifecycle of a run (:meth:`EngineAdapter.run`): it writes the trace header (the
+requests as the engine received them, what the engine observes, whether the engine is fresh),
+times the run, turns an exception inside the run into a recorded :class:`EngineFailure`, and
+writes the end record. An adapter implements serving (:meth:`EngineAdapter.serve`), not
+bookkeeping. Only an engine that cannot start at all raises ``EngineError``.
 """
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
-from specseed.trace import Phase, RunTrace, TraceRecorder
+from pydantic import BaseModel
+
+from specseed.trace import (
+    EngineFailure,
+    Observability,
+    Phase,
+    RequestInfo,
+    RunEnd,
+    RunHeader,
+    RunTrace,
+    TraceRecorder,
+)
+
+
+class NoOptions(BaseModel):
+    """Options of an engine that declares none (any key is an error)."""
+
+    model_config = {"extra": "forbid", "frozen": True}
 
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """Engine configuration of one run (model.yaml's ``engine`` plus the run's overrides)."""
+    """Engine configuration of one run (model.yaml's ``engine`` plus the run's overrides).
+
+    The shared keys are fields; each engine's own keys are its ``options`` model, validated
+    against the model the engine declares in the registry.
+    """
 
     name: str = "reference"
     device: Literal["cpu", "cuda"] = "cpu"
@@ -28,11 +54,10 @@ class EngineSettings:
     overlap_scheduler: bool = False
     checkpoint: Path | None = None
     draft_checkpoint: Path | None = None
-    model_seed: int = 0
-    rng_profile: str = "ideal"
-    """The contract the engine follows (reference engine only)."""
-    defects: tuple[str, ...] = ()
-    """Defect ids to inject (reference engine only)."""
+    contract: str = "ideal"
+    """The RNG contract the audit holds the engine to."""
+    options: BaseModel = field(default_factory=NoOptions)
+    """The engine's own options (its pydantic options model, validated)."""
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -44,9 +69,8 @@ class EngineSettings:
             "overlap_scheduler": self.overlap_scheduler,
             "checkpoint": str(self.checkpoint) if self.checkpoint else None,
             "draft_checkpoint": str(self.draft_checkpoint) if self.draft_checkpoint else None,
-            "model_seed": self.model_seed,
-            "rng_profile": self.rng_profile,
-            "defects": list(self.defects),
+            "contract": self.contract,
+            "options": self.options.model_dump(mode="json"),
         }
 
 
@@ -64,6 +88,8 @@ class RequestPlan:
     arrival_step: int = 0
     """Engine step, counted from the start of the scenario's traffic, at which it arrives."""
     phase: Phase = "scenario"
+    warmup_batch: int | None = None
+    """For warmup requests: the warmup batch (0-based) they belong to."""
 
     @property
     def greedy(self) -> bool:
@@ -72,7 +98,7 @@ class RequestPlan:
 
 @dataclass(frozen=True)
 class RunPlan:
-    """A run: warmup, prior traffic, then the scenario's requests, on a fresh engine."""
+    """A run: warmup, prior traffic, then the scenario's requests."""
 
     scenario: str
     run: str
@@ -84,18 +110,164 @@ class RunPlan:
     """Requests served to completion before the scenario's requests arrive."""
 
 
+WARMUP_PROMPT: tuple[int, ...] = (1, 2, 3, 4)
+"""Prompt ids of warmup requests (reduced modulo the vocabulary by adapters)."""
+WARMUP_MAX_TOKENS = 2
+
+
+def warmup_requests(plan: RunPlan) -> tuple[RequestPlan, ...]:
+    """The warmup traffic of a run, typed: unseeded sampled requests, one group per batch."""
+    return tuple(
+        RequestPlan(
+            request_id=f"warmup{number}-{i}",
+            prompt=WARMUP_PROMPT,
+            seed=None,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            max_tokens=WARMUP_MAX_TOKENS,
+            phase="warmup",
+            warmup_batch=number,
+        )
+        for number, size in enumerate(plan.warmup_batches)
+        for i in range(size)
+    )
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """What an adapter says about a run before it serves it."""
+
+    fresh_engine: bool = True
+    """False when the run reuses an engine instance that served earlier runs."""
+    contract: str | None = None
+    """The contract the engine claims to follow (None: the one the audit holds it to)."""
+
+
 class EngineAdapter(ABC):
-    """An engine that can serve run plans. Constructed once per audit (loads the model)."""
+    """An engine that can serve run plans. Constructed once per audit (loads the model).
+
+    Subclasses set ``name`` and ``observability``, and implement :meth:`serve`,
+    :meth:`encode` and :meth:`environment`. They may override :meth:`start_run` (fresh or
+    reused engine), :meth:`validate` (limits the engine can state up front) and :meth:`close`.
+    """
 
     name: ClassVar[str]
+    observability: ClassVar[Observability]
+    """What this engine exposes; recorded in every trace header."""
+
+    def __init__(self, settings: EngineSettings) -> None:
+        self.settings = settings
+
+    # -- what an adapter implements ------------------------------------------------------
 
     @abstractmethod
-    def run(self, plan: RunPlan, recorder: TraceRecorder) -> RunTrace:
-        """Serve ``plan`` from a fresh engine state; record every step; return the trace."""
+    def serve(self, plan: RunPlan, recorder: TraceRecorder) -> Mapping[str, tuple[int, ...]]:
+        """Serve warmup, prior traffic, then the scenario's requests; return each scenario
+        request's tokens. Record steps with ``recorder.step`` (as far as the engine exposes
+        them) and say where the engine is with ``recorder.at``. Raise on failure: the base
+        class records the exception with the last position."""
+
+    @abstractmethod
+    def encode(self, prompt: tuple[int, ...] | str) -> tuple[int, ...]:
+        """Prompt token ids as the engine will see them; ``ValueError`` if it cannot take
+        them. Engines that tokenize remotely may return ``()`` for text."""
 
     @abstractmethod
     def environment(self) -> dict[str, str]:
         """Versions and devices worth recording in every trace and report."""
 
+    def start_run(self, plan: RunPlan) -> RunStart:
+        """Prepare a run (reset or reuse engine state); called before its header is written."""
+        return RunStart()
+
+    def observes(self, plan: RunPlan) -> Observability:
+        """What this engine exposes in this run (default: the class's ``observability``)."""
+        return self.observability
+
+    def validate(self, plan: RunPlan) -> list[str]:
+        """Problems with a plan the engine can tell before anything runs (prompt ids outside
+        the vocabulary, requests beyond its capacity). The runner checks every plan first."""
+        problems = []
+        for request in (*plan.prior_traffic, *plan.requests):
+            try:
+                self.encode(request.prompt)
+            except ValueError as exc:
+                problems.append(f"{plan.scenario}/{plan.run}: request {request.request_id}: {exc}")
+        return problems
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release engine resources."""
+
+    # -- the lifecycle (owned by the base class) ---------------------------------------------
+
+    def run(self, plan: RunPlan, recorder: TraceRecorder) -> RunTrace:
+        """Serve ``plan``: header, the adapter's :meth:`serve`, end. Never raises for a failure
+        inside the run: it becomes the end record's ``failure``."""
+        started = time.perf_counter()
+        failure: EngineFailure | None = None
+        outputs: dict[str, tuple[int, ...]] = {}
+        try:
+            start = self.start_run(plan)
+            recorder.header(self._header(plan, start))
+            outputs = dict(self.serve(plan, recorder))
+        except Exception as exc:  # an engine crash is evidence, not a reason to stop the audit
+            failure = failure_from(exc, recorder)
+            if not recorder.has_header:
+                recorder.header(self._header(plan, RunStart()))
+            outputs = recorder.emitted_outputs()
+        return recorder.end(
+            RunEnd(outputs=outputs, failure=failure, seconds=time.perf_counter() - started)
+        )
+
+    def _header(self, plan: RunPlan, start: RunStart) -> RunHeader:
+        traffic = (*warmup_requests(plan), *plan.prior_traffic, *plan.requests)
+        return RunHeader(
+            scenario=plan.scenario,
+            run=plan.run,
+            engine=self.name,
+            engine_config=plan.settings.as_dict(),
+            contract=start.contract or plan.settings.contract,
+            requests=tuple(self._request_info(r) for r in traffic),
+            environment=self.environment(),
+            observability=self.observes(plan),
+            fresh_engine=start.fresh_engine,
+            warmup_batches=plan.warmup_batches,
+        )
+
+    def _request_info(self, request: RequestPlan) -> RequestInfo:
+        try:
+            prompt_ids = self.encode(request.prompt)
+        except ValueError:
+            prompt_ids = ()
+        return RequestInfo(
+            request_id=request.request_id,
+            phase=request.phase,
+            prompt_ids=prompt_ids,
+            seed=request.seed,
+            temperature=request.temperature,
+            top_k=request.top_k,
+            top_p=request.top_p,
+            max_tokens=request.max_tokens,
+            arrival_step=request.arrival_step,
+            warmup_batch=request.warmup_batch,
+        )
+
+
+def failure_from(exc: BaseException, recorder: TraceRecorder) -> EngineFailure:
+    """An exception as a trace's failure record, at the position the adapter last noted."""
+    step, phase, batch_size = recorder.position
+    return EngineFailure(
+        step=step,
+        phase=phase,
+        batch_size=batch_size,
+        exception=type(exc).__name__,
+        message=str(exc),
+    )
+
+
+def options_of(settings: EngineSettings, model: type[Any]) -> Any:
+    """The engine's options as its own model (validating a plain model or dict if needed)."""
+    if isinstance(settings.options, model):
+        return settings.options
+    return model.model_validate(settings.options.model_dump())

@@ -1,19 +1,22 @@
 """The TensorRT-LLM adapter (``engine.name: trtllm``).
 
 TensorRT-LLM is not on the registries this project installs from (PyPI hosts only a
-placeholder), so it is an optional extra imported only when this engine is chosen. Observing
-its RNG state (wrapping the host-side method that fills the seed/offset buffers of the
-one-model speculative path) is not built yet; until it is, choosing this engine stops with a
-clear error rather than auditing something it does not observe.
+placeholder), so it is an optional extra imported only when this engine is chosen (the
+registry refuses earlier, with the install command, when the package cannot be found).
+Observing its RNG state (a tap on the ``flashinfer.sampling`` calls of the one-model
+speculative path) is not built yet; until it is, choosing this engine stops with a clear
+error rather than auditing something it does not observe.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 
 from specseed.engine_adapters.base import EngineAdapter, EngineSettings, RunPlan
+from specseed.engine_adapters.registry import get_engine
 from specseed.errors import EngineError, EngineUnavailable
-from specseed.trace import RunTrace, TraceRecorder
+from specseed.trace import TraceRecorder
 
 
 def _import_tensorrt_llm() -> object:
@@ -32,8 +35,10 @@ class TrtllmEngine(EngineAdapter):
     """TensorRT-LLM's LLM API with an EAGLE3 one-model or MTP speculative config."""
 
     name = "trtllm"
+    observability = get_engine("trtllm").observability
 
     def __init__(self, settings: EngineSettings) -> None:
+        super().__init__(settings)
         module = _import_tensorrt_llm()
         version = getattr(module, "__version__", "unknown")
         raise EngineError(
@@ -42,7 +47,12 @@ class TrtllmEngine(EngineAdapter):
             hint="audit the reference engine (engine.name: reference) for now",
         )
 
-    def run(self, plan: RunPlan, recorder: TraceRecorder) -> RunTrace:  # pragma: no cover
+    def serve(
+        self, plan: RunPlan, recorder: TraceRecorder
+    ) -> Mapping[str, tuple[int, ...]]:  # pragma: no cover
+        raise EngineError("the TensorRT-LLM adapter is not built")
+
+    def encode(self, prompt: tuple[int, ...] | str) -> tuple[int, ...]:  # pragma: no cover
         raise EngineError("the TensorRT-LLM adapter is not built")
 
     def environment(self) -> dict[str, str]:  # pragma: no cover

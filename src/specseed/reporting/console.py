@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -32,7 +32,8 @@ from specseed.checks.findings import (
     TokenDiff,
 )
 from specseed.matrix import MatrixResult
-from specseed.runner import (
+from specseed.reporting.base import Reporter
+from specseed.results import (
     AuditEvent,
     AuditResult,
     AuditStarted,
@@ -40,6 +41,9 @@ from specseed.runner import (
     RunStarted,
     ScenarioChecked,
 )
+from specseed.scope import checked_nothing
+from specseed.seeds import fmt_seed
+from specseed.wording import plural
 
 STATUS_STYLE = {
     "pass": ("ok", "green"),
@@ -55,10 +59,10 @@ MAX_DIFFS_SHOWN = 3
 
 
 def fmt_u64(value: int | None) -> str:
-    """A uint64 for tables: decimal when short, hex when it would not fit a column."""
+    """A seed for tables (see ``specseed.seeds``); ``None`` is a unique seed."""
     if value is None:
         return "unique"
-    return str(value) if value < 1 << 32 else f"{value:#x}"
+    return fmt_seed(value)
 
 
 def _status_text(status: str) -> Text:
@@ -107,7 +111,7 @@ class AuditProgress:
             mark = "[red]✗[/]" if failed else "[green]✓[/]"
             self.console.print(
                 f"{mark} {escape(event.result.scenario.name)} "
-                f"[dim]({len(event.result.traces)} runs, {event.result.seconds:.1f}s)[/]"
+                f"[dim]({plural(len(event.result.traces), 'run')}, {event.result.seconds:.1f}s)[/]"
             )
 
 
@@ -121,30 +125,57 @@ def _ordered_checks() -> list[str]:
     ]
 
 
+_STATUS_ORDER = ("fail", "error", "known-limitation", "skip", "pass")
+
+
+def _checks_cell(statuses: dict[str, str]) -> Text:
+    """``FAIL: batch · ok: runs, rng``: the checks of one row grouped by status, worst first.
+
+    Words, not columns: eleven check columns do not fit 80 columns, and a cell that wraps
+    keeps every name whole where a column would cut it to ``ba…``.
+    """
+    text = Text()
+    for status in _STATUS_ORDER:
+        names = [CHECKS[c].short for c in _ordered_checks() if statuses.get(c) == status]
+        if not names:
+            continue
+        if text:
+            text.append(" · ", style="dim")
+        label, style = STATUS_STYLE[status]
+        text.append(f"{label}: ", style=style)
+        text.append(", ".join(names))
+    return text if text else Text("no checks", style="dim")
+
+
 def verdict_table(result: AuditResult) -> Table:
-    cells: dict[tuple[str, str], list[str]] = defaultdict(list)
+    """One row per scenario: its worst status, then its checks grouped by status."""
+    cells: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for scenario in result.scenarios:
         for finding in scenario.findings:
-            cells[(scenario.scenario.name, finding.check)].append(finding.status)
-    used = [cid for cid in _ordered_checks() if any(key[1] == cid for key in cells)]
-    table = Table(title="Verdict: scenario by check", title_justify="left", header_style="bold")
-    table.add_column("scenario")
-    for cid in used:
-        table.add_column(CHECKS[cid].short, justify="center")
+            cells[scenario.scenario.name][finding.check].append(finding.status)
+    table = Table(
+        title="Verdict: scenario by check",
+        title_justify="left",
+        header_style="bold",
+        box=None,
+        padding=(0, 1),
+        pad_edge=False,
+    )
+    table.add_column("scenario", overflow="fold", no_wrap=False)
+    table.add_column("result", no_wrap=True)
+    table.add_column("checks", overflow="fold", ratio=1)
     for scenario in result.scenarios:
         name = scenario.scenario.name
-        row: list[Text | str] = [name]
-        for cid in used:
-            statuses = cells.get((name, cid))
-            row.append(_status_text(worst(statuses)) if statuses else Text("·", style="dim"))
-        table.add_row(*row)
+        per_check = {cid: worst(statuses) for cid, statuses in cells[name].items()}
+        overall = worst(list(per_check.values())) if per_check else "skip"
+        table.add_row(name, _status_text(overall), _checks_cell(per_check))
     return table
 
 
 def _legend(result: AuditResult) -> Text:
     used = {f.check for f in result.findings}
     parts = [f"{CHECKS[c].short}={c}" for c in _ordered_checks() if c in used]
-    return Text("columns: " + ", ".join(parts) + "   · = not applicable", style="dim")
+    return Text("checks: " + ", ".join(parts), style="dim")
 
 
 def _tokens_line(side: StreamSide, start: int, position: int) -> Text:
@@ -169,7 +200,7 @@ def _describe_state(event: EventState | None) -> str:
     if event is None:
         return "no event"
     return (
-        f"seed {event.seed} subseq {event.subsequence} offset {event.offset} "
+        f"seed {fmt_seed(event.seed)} subseq {event.subsequence} offset {event.offset} "
         f"(step {event.step}, kernel row {event.kernel_row})"
     )
 
@@ -195,9 +226,16 @@ def render_diff(diff: TokenDiff) -> Group:
     )
     parts: list[RenderableType] = [header, tokens]
     if keys:
-        states = Table(box=None, header_style="bold", pad_edge=False)
-        for column in ("event", "run", "seed", "subseq", "offset", "draws", "kernel row", "iter"):
-            states.add_column(column, justify="left" if column in ("event", "run") else "right")
+        # padding 1 and "row" for "kernel row": with two hex seeds and a run name the table
+        # must still fit 80 columns; only the run name may wrap.
+        states = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 1))
+        for column in ("event", "run", "seed", "subseq", "offset", "draws", "row", "iter"):
+            states.add_column(
+                column,
+                justify="left" if column in ("event", "run") else "right",
+                no_wrap=column != "run",
+                overflow="fold",
+            )
         for key in keys:
             left, right = _event_of(diff.left, key), _event_of(diff.right, key)
             differs = left is None or right is None or left.triple() != right.triple()
@@ -254,7 +292,24 @@ def _cell(row: OffsetRow, value: object, field: str) -> Text:
     return Text(str(value), style="bold red" if field in row.mismatch else "")
 
 
+def _expected_cell(row: OffsetRow) -> Text:
+    """What the contract expected, only where the engine did something else."""
+    expected = {
+        "seed": fmt_u64(row.expected_seed),
+        "subsequence": str(row.expected_subsequence),
+        "offset": "—" if row.expected_offset is None else str(row.expected_offset),
+    }
+    wrong = [f"{field} {expected[field]}" for field in expected if field in row.mismatch]
+    return Text(", ".join(wrong), style="yellow") if wrong else Text("as expected", style="dim")
+
+
 def render_offsets(rows: Sequence[OffsetRow]) -> Group:
+    """Per request, the observed RNG state of each event and what the contract expected.
+
+    Observed values are columns; expected values appear only where they differ (one column,
+    not a second copy of seed, subsequence and offset), so that two 18-digit hex seeds never
+    have to share 80 columns.
+    """
     by_request: dict[str, list[OffsetRow]] = defaultdict(list)
     for row in rows:
         by_request[row.request].append(row)
@@ -266,45 +321,53 @@ def render_offsets(rows: Sequence[OffsetRow]) -> Group:
         start = max(0, first_bad - 2)
         shown = table_rows[start : start + MAX_OFFSET_ROWS]
         table = Table(
-            title=f"{request}: RNG state per event, expected (contract) beside observed",
+            title=f"{request}: RNG state per event vs the contract",
             title_justify="left",
             header_style="bold",
             box=None,
+            padding=(0, 1),
         )
-        for column in (
-            "step",
-            "iter",
-            "event",
-            "exp seed",
-            "exp subseq",
-            "exp offset",
-            "seed",
-            "subseq",
-            "offset",
-            "draws",
-        ):
-            table.add_column(column, justify="right" if column != "event" else "left")
+        for column in ("step", "iter", "event", "seed", "subseq", "offset", "draws"):
+            table.add_column(column, justify="left" if column == "event" else "right", no_wrap=True)
+        table.add_column("contract", overflow="fold", ratio=1)
         for r in shown:
             table.add_row(
                 str(r.step),
                 str(r.decoding_iter),
                 r.event,
-                fmt_u64(r.expected_seed),
-                str(r.expected_subsequence),
-                "—" if r.expected_offset is None else str(r.expected_offset),
                 _cell(r, fmt_u64(r.seed), "seed"),
                 _cell(r, r.subsequence, "subsequence"),
                 _cell(r, r.offset, "offset"),
                 str(r.draws),
+                _expected_cell(r),
             )
         parts.append(table)
         hidden = len(table_rows) - len(shown)
         if hidden > 0:
-            parts.append(Text(f"  … {hidden} more events (all rows are in --json)", style="dim"))
+            parts.append(
+                Text(f"  … {plural(hidden, 'more event')} (all rows are in --json)", style="dim")
+            )
     others = list(by_request)[MAX_OFFSET_TABLES:]
     if others:
         parts.append(Text(f"… tables for {', '.join(others)} are in --json", style="dim"))
     return Group(*parts)
+
+
+class _TitleRule:
+    """A rule with the title in it when the title fits; otherwise the title wraps above a
+    plain rule (Rich's Rule cuts a long title with an ellipsis)."""
+
+    def __init__(self, title: str, style: str) -> None:
+        self.title = title
+        self.style = style
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        text = Text.from_markup(self.title)
+        if text.cell_len + 6 <= options.max_width:
+            yield Rule(text, align="left", style=self.style)
+        else:
+            yield text
+            yield Rule(style=self.style)
 
 
 def render_finding(finding: Finding) -> Group:
@@ -314,10 +377,7 @@ def render_finding(finding: Finding) -> Group:
     title = f"[bold]{finding.status.upper()}[/] {finding.check} · {escape(finding.scenario)}"
     if finding.runs:
         title += f" · {escape(', '.join(finding.runs))}"
-    parts: list[RenderableType] = [
-        Rule(title, align="left", style=style),
-        Text(finding.message),
-    ]
+    parts: list[RenderableType] = [_TitleRule(title, style), Text(finding.message)]
     if finding.suspects:
         suspects = Table.grid(padding=(0, 1))
         suspects.add_column(style="bold red")
@@ -332,7 +392,10 @@ def render_finding(finding: Finding) -> Group:
         parts.append(render_diff(diff))
     if len(finding.diffs) > MAX_DIFFS_SHOWN:
         parts.append(
-            Text(f"… {len(finding.diffs) - MAX_DIFFS_SHOWN} more diffs in --json", style="dim")
+            Text(
+                f"… {plural(len(finding.diffs) - MAX_DIFFS_SHOWN, 'more diff')} in --json",
+                style="dim",
+            )
         )
     if finding.offsets:
         parts.append(Text(""))
@@ -344,13 +407,16 @@ def render_finding(finding: Finding) -> Group:
 def render_report(result: AuditResult, console: Console, exit_code: int) -> None:
     """Print the whole report."""
     engine = result.config.engine
-    defects = ", ".join(engine.defects) or "none"
+    options = "".join(
+        f", {key}: {', '.join(map(str, value)) if isinstance(value, list) else value}"
+        for key, value in engine.options.items()
+        if value not in (None, [], "")
+    )
     console.print(
         f"[bold]specseed audit[/]: engine [bold]{engine.name}[/] on {engine.device}, "
-        f"contract [bold]{result.contract}[/], rng_profile {engine.effective_rng_profile}, "
-        f"defects: {defects}, max_draft_len {engine.max_draft_len}, "
-        f"{len(result.scenarios)} scenarios, "
-        f"{sum(len(s.traces) for s in result.scenarios)} runs in {result.seconds:.1f}s"
+        f"contract [bold]{result.contract}[/]{escape(options)}, "
+        f"max_draft_len {engine.max_draft_len}, {plural(len(result.scenarios), 'scenario')}, "
+        f"{plural(sum(len(s.traces) for s in result.scenarios), 'run')} in {result.seconds:.1f}s"
     )
     console.print(verdict_table(result))
     console.print(_legend(result))
@@ -376,6 +442,8 @@ def render_report(result: AuditResult, console: Console, exit_code: int) -> None
         counts[finding.status] += 1
     summary = ", ".join(f"{counts[s]} {s}" for s in STATUS_STYLE if counts[s])
     verdict = "[bold red]FAIL[/]" if result.verdict == "fail" else "[bold green]PASS[/]"
+    if checked_nothing(result.findings):
+        verdict = "[bold yellow]NOTHING CHECKED[/]"
     suspects = sorted({s.defect for f in failing for s in f.suspects})
     tail = f"; suspects: {', '.join(suspects)}" if suspects else ""
     console.print(f"{verdict}: {summary}{tail} (exit {exit_code})")
@@ -389,21 +457,16 @@ def render_matrix(matrix: MatrixResult, console: Console) -> None:
         title=f"Detection matrix (contract {matrix.contract}): each defect injected alone",
         title_justify="left",
         header_style="bold",
+        box=None,
+        padding=(0, 1),
+        pad_edge=False,
     )
-    table.add_column("defect injected")
-    checks = _ordered_checks()
-    for cid in checks:
-        table.add_column(CHECKS[cid].short, justify="center")
-    table.add_column("audit")
+    # One row per defect with the checks that fail written out: a column per check (eleven)
+    # does not fit 80 columns and Rich would cut the headers to "ro…".
+    table.add_column("defect injected", overflow="fold")
+    table.add_column("audit", no_wrap=True)
+    table.add_column("checks that fail", overflow="fold", ratio=1)
     for row in matrix.rows:
-        cells: list[Text | str] = [row.defect or "(none)"]
-        for cid in checks:
-            if cid in row.naming_checks:
-                cells.append(Text("●", style="bold green"))
-            elif cid in row.failing_checks:
-                cells.append(Text("○", style="yellow"))
-            else:
-                cells.append(Text("·", style="dim"))
         if row.defect is None:
             verdict = Text(
                 "passes" if row.verdict == "pass" else "FAILS",
@@ -415,16 +478,31 @@ def render_matrix(matrix: MatrixResult, console: Console) -> None:
             verdict = Text("stated limitation", style="yellow")
         else:
             verdict = Text("NOT CAUGHT", style="bold red")
-        cells.append(verdict)
-        table.add_row(*cells)
+        cell = Text()
+        naming = [CHECKS[c].short for c in _ordered_checks() if c in row.naming_checks]
+        other = [
+            CHECKS[c].short
+            for c in _ordered_checks()
+            if c in row.failing_checks and c not in row.naming_checks
+        ]
+        if naming:
+            cell.append("● " + ", ".join(naming), style="bold green")
+        if other:
+            cell.append("  " if naming else "")
+            cell.append("○ " + ", ".join(other), style="yellow")
+        table.add_row(row.defect or "(none)", verdict, cell if cell else Text("—", style="dim"))
     console.print(table)
     console.print(
         Text(
             "● fails and names the injected defect among its suspects   ○ fails, names other "
-            "suspects   · holds",
+            "suspects   — every check holds",
             style="dim",
         )
     )
+    failing = {c for row in matrix.rows for c in row.failing_checks}
+    names = [f"{CHECKS[c].short}={c}" for c in _ordered_checks() if c in failing]
+    if names:
+        console.print(Text("checks: " + ", ".join(names), style="dim"))
     for row in matrix.rows[1:]:
         if row.caught or row.defect is None:
             continue
@@ -437,3 +515,27 @@ def render_matrix(matrix: MatrixResult, console: Console) -> None:
         targeted = any(row.defect in spec.targets for spec in CHECKS.values())
         why = "" if targeted else " (no check targets this class yet)"
         console.print(f"[red]not caught:[/] {row.defect}{why} — {get_defect(row.defect).summary}")
+
+
+class ConsoleReporter(Reporter):
+    """The Rich terminal report; with ``progress``, a progress bar on stderr while it runs."""
+
+    def __init__(self, out: Console, err: Console, *, progress: bool) -> None:
+        self.out = out
+        self.progress = AuditProgress(err) if progress else None
+
+    def __enter__(self) -> ConsoleReporter:
+        if self.progress is not None:
+            self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            self.progress.__exit__(*exc)
+
+    def on_event(self, event: AuditEvent) -> None:
+        if self.progress is not None:
+            self.progress(event)
+
+    def finish(self, result: AuditResult, exit_code: int) -> None:
+        render_report(result, self.out, exit_code)

@@ -16,7 +16,8 @@ from typing import Any
 
 from specseed import __version__
 from specseed.checks.findings import STATUSES, Finding
-from specseed.runner import AuditResult
+from specseed.reporting.base import DocumentReporter
+from specseed.results import AuditResult
 
 REPORT_VERSION = 1
 
@@ -52,3 +53,10 @@ def report_dict(result: AuditResult, exit_code: int) -> dict[str, Any]:
 
 def render_json(result: AuditResult, exit_code: int) -> str:
     return json.dumps(report_dict(result, exit_code), indent=2) + "\n"
+
+
+class JsonReporter(DocumentReporter):
+    """``--json``: the machine-readable report."""
+
+    def render(self, result: AuditResult, exit_code: int) -> str:
+        return render_json(result, exit_code)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from specseed.checks.findings import Finding
-from specseed.runner import AuditResult
+from specseed.reporting.base import DocumentReporter
+from specseed.results import AuditResult
 
 
 def _case_name(finding: Finding) -> str:
@@ -71,3 +72,10 @@ def render_junit(result: AuditResult) -> str:
     root.set("skipped", str(skipped))
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+class JunitReporter(DocumentReporter):
+    """``--junit``: JUnit XML for CI."""
+
+    def render(self, result: AuditResult, exit_code: int) -> str:
+        return render_junit(result)

@@ -8,16 +8,23 @@ audit never starts on half-valid input.
 from __future__ import annotations
 
 import difflib
+import stat
+from collections.abc import Collection
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from specseed.errors import ScenarioError
-from specseed.scenarios.schema import AuditConfig, Scenario
+from specseed.scenarios.schema import (
+    CHECK_IDS_CONTEXT,
+    AuditConfig,
+    CrossReferenceError,
+    Scenario,
+)
 
 BUILTIN = "builtin"
 LIBRARY_PACKAGE = "specseed.scenarios.library"
@@ -32,13 +39,107 @@ class LoadedScenario:
     """``builtin:<name>`` or the file path as given."""
 
 
+# -- reading files -----------------------------------------------------------------------
+
+MAX_FILE_BYTES = 1 << 20
+"""Largest model.yaml or scenario file read (1 MiB; the library's largest is under 2 KiB)."""
+MAX_DEPTH = 64
+"""Deepest YAML nesting accepted (a scenario nests 5 levels)."""
+
+
+def read_source(path: Path) -> str:
+    """A model.yaml or scenario file's text: a regular file, at most 1 MiB, UTF-8."""
+    try:
+        # Refuse devices and pipes (/dev/zero, a FIFO) before opening them: opening a FIFO
+        # blocks until something writes to it.
+        mode = path.stat().st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError
+        if not stat.S_ISREG(mode):
+            raise ScenarioError(
+                f"{path}: not a regular file",
+                [f"{path}: not a regular file (a device, pipe or socket). Give a YAML file."],
+            )
+        with path.open("rb") as handle:
+            # Read one byte past the limit: st_size is 0 for some files (/proc) that still
+            # have content.
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise ScenarioError(
+            f"{path}: no such file", [f"{path}: no such file. Check the path."]
+        ) from None
+    except IsADirectoryError:
+        raise ScenarioError(
+            f"{path}: is a directory", [f"{path}: is a directory. Give a YAML file."]
+        ) from None
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read", [f"{path}: {exc.strerror}."]) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ScenarioError(
+            f"{path}: too large",
+            [f"{path}: larger than {MAX_FILE_BYTES // (1 << 20)} MiB. Split it into scenarios."],
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ScenarioError(
+            f"{path} is not UTF-8",
+            [f"{path}:{line}: byte 0x{data[exc.start]:02x} is not UTF-8. Save the file as UTF-8."],
+        ) from None
+
+
 # -- YAML with line numbers --------------------------------------------------------------
 
 
+def _structure_problems(root: yaml.Node, source: str) -> list[str]:
+    """Nesting deeper than MAX_DEPTH and duplicate mapping keys, at any depth.
+
+    Iterative and visiting each node once: anchors make the node graph a DAG, and a recursive
+    or per-path walk would be exponential on an alias bomb.
+    """
+    problems: list[str] = []
+    seen: set[int] = set()
+    stack: list[tuple[yaml.Node, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if depth > MAX_DEPTH:
+            return [
+                f"{source}:{node.start_mark.line + 1}: nested more than {MAX_DEPTH} levels deep. "
+                "Flatten the YAML."
+            ]
+        if isinstance(node, yaml.MappingNode):
+            first: dict[str, int] = {}
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                    line = key.start_mark.line + 1
+                    if key.value in first:
+                        problems.append(
+                            f"{source}:{line}: duplicate key '{key.value}' (first at line "
+                            f"{first[key.value]}). Remove or merge one of them."
+                        )
+                    else:
+                        first[key.value] = line
+                stack.append((key, depth + 1))
+                stack.append((value, depth + 1))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, depth + 1) for item in node.value)
+    return problems
+
+
 def _parse_yaml(text: str, source: str) -> tuple[Any, yaml.Node | None]:
+    loader = yaml.SafeLoader(text)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None, None
+        problems = _structure_problems(node, source)
+        if problems:
+            raise ScenarioError(f"{source} does not validate", problems)
+        return loader.construct_document(node), node
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark is not None else source
@@ -47,7 +148,18 @@ def _parse_yaml(text: str, source: str) -> tuple[Any, yaml.Node | None]:
             f"{source} is not valid YAML",
             [f"{where}: {problem}. Fix the YAML syntax there."],
         ) from None
-    return data, node
+    except RecursionError:
+        # The composer recurses once per level: nesting deep enough to exhaust the stack
+        # never reaches _structure_problems.
+        raise ScenarioError(
+            f"{source} does not validate",
+            [
+                f"{source}:{loader.line + 1}: nested more than {MAX_DEPTH} levels deep. "
+                "Flatten the YAML."
+            ],
+        ) from None
+    finally:
+        loader.dispose()
 
 
 def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
@@ -100,6 +212,19 @@ def _unwrap_model(annotation: Any) -> Any:
     return None
 
 
+def _literal_values(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
+    """The allowed values of the ``Literal`` field at ``loc`` (empty if it is not one)."""
+    owner = _model_at(model, loc[:-1]) if loc else None
+    field = owner.model_fields.get(str(loc[-1])) if owner is not None else None
+    pending = [field.annotation] if field is not None else []
+    while pending:
+        annotation = pending.pop()
+        if get_origin(annotation) is Literal:
+            return [str(v) for v in get_args(annotation)]
+        pending.extend(get_args(annotation))
+    return []
+
+
 def _format_loc(loc: tuple[int | str, ...]) -> str:
     text = ""
     for part in loc:
@@ -122,22 +247,49 @@ def _describe(error: dict[str, Any], model: type[BaseModel]) -> str:
     if kind == "extra_forbidden":
         key = str(loc[-1]) if loc else "?"
         owner = _model_at(model, loc[:-1])
+        if key in MOVED_TO_OPTIONS and loc[:-1] == ("engine",):
+            return (
+                f"unknown key '{key}': it is an option of the reference engine. Write it "
+                f"under engine.options ({key}: ...)."
+            )
         allowed = sorted(owner.model_fields) if owner is not None else []
         close = difflib.get_close_matches(key, allowed, n=1)
         fix = f"Did you mean '{close[0]}'?" if close else f"Allowed keys: {', '.join(allowed)}."
         return f"unknown key '{key}'. {fix}"
     if kind == "missing":
         return "required field is missing. Add it."
+    if kind == "literal_error":
+        allowed = _literal_values(model, loc)
+        if allowed:
+            value = error.get("input")
+            close = difflib.get_close_matches(str(value), allowed, n=1)
+            fix = (
+                f"Did you mean '{close[0]}'?"
+                if close
+                else f"Expected one of: {', '.join(allowed)}."
+            )
+            return f"unknown {loc[-1]} {value!r}. {fix}"
     message = str(error["msg"])
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
     value = error.get("input")
-    if kind not in {"model_type", "dict_type"} and not isinstance(value, (dict, list)):
+    if (
+        kind not in {"model_type", "dict_type"}
+        and not isinstance(value, (dict, list))
+        and repr(value) not in message
+    ):
         message += f" (got {value!r})"
     return message
 
 
-def _validate(model: type[BaseModel], data: Any, source: str, node: yaml.Node | None) -> BaseModel:
+def _validate(
+    model: type[BaseModel],
+    data: Any,
+    source: str,
+    node: yaml.Node | None,
+    prefix: tuple[int | str, ...] = (),
+    context: dict[str, Any] | None = None,
+) -> BaseModel:
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -148,25 +300,57 @@ def _validate(model: type[BaseModel], data: Any, source: str, node: yaml.Node | 
             ],
         )
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context=context)
     except ValidationError as exc:
         problems = []
+
+        def add(loc: tuple[int | str, ...], message: str) -> None:
+            line = _line_of(node, prefix + loc)
+            where = f"{source}:{line}" if line else source
+            problems.append(f"{where}: {_format_loc(prefix + loc)}: {message}")
+
         for error in exc.errors():
             loc = _clean_loc(tuple(error["loc"]))
-            line = _line_of(node, loc)
-            where = f"{source}:{line}" if line else source
-            problems.append(f"{where}: {_format_loc(loc)}: {_describe(dict(error), model)}")
+            cause = error.get("ctx", {}).get("error")
+            if isinstance(cause, CrossReferenceError):
+                for item_loc, message in cause.problems:
+                    add(loc + item_loc, message)
+            else:
+                add(loc, _describe(dict(error), model))
         raise ScenarioError(f"{source} does not validate", problems) from None
+
+
+MOVED_TO_OPTIONS = frozenset({"defects", "rng_profile", "model_seed"})
+"""Keys that were shared engine keys before engines declared their own options."""
+
+
+def engine_options(config: AuditConfig, source: str, node: yaml.Node | None = None) -> BaseModel:
+    """``engine.options`` validated against the options model of ``engine.name``."""
+    from specseed.engine_adapters.base import NoOptions
+    from specseed.engine_adapters.registry import get_engine
+
+    engine = config.engine
+    model = get_engine(engine.name).options_model() or NoOptions
+    if model is NoOptions and engine.options:
+        line = _line_of(node, ("engine", "options"))
+        where = f"{source}:{line}" if line else source
+        raise ScenarioError(
+            f"{source} does not validate",
+            [f"{where}: engine.options: engine {engine.name} takes no options. Remove them."],
+        )
+    return _validate(model, dict(engine.options), source, node, prefix=("engine", "options"))
 
 
 # -- public API ---------------------------------------------------------------------------
 
 
-def parse_audit_config(text: str, source: str) -> AuditConfig:
-    """Validate model.yaml text."""
+def parse_audit_config(text: str, source: str, check_ids: Collection[str] = ()) -> AuditConfig:
+    """Validate model.yaml text; ``check_ids``, when given, are the ids checks.skip may name."""
     data, node = _parse_yaml(text, source)
-    result = _validate(AuditConfig, data, source, node)
+    context = {CHECK_IDS_CONTEXT: tuple(check_ids)} if check_ids else None
+    result = _validate(AuditConfig, data, source, node, context=context)
     assert isinstance(result, AuditConfig)
+    engine_options(result, source, node)
     return result
 
 
@@ -178,20 +362,16 @@ def parse_scenario(text: str, source: str) -> Scenario:
     return result
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(
-            f"{path}: no such file", [f"{path}: no such file. Check the path."]
-        ) from None
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read", [f"{path}: {exc.strerror}."]) from None
+def is_audit_config(text: str, source: str) -> bool:
+    """Whether a file's text is a model.yaml (it has a top-level model.yaml section) rather
+    than a scenario. Raises ``ScenarioError`` when it is not valid YAML."""
+    data, _ = _parse_yaml(text, source)
+    return isinstance(data, dict) and bool({"engine", "scenarios", "checks"} & set(data))
 
 
-def load_audit_config(path: Path) -> AuditConfig:
-    """Read and validate a model.yaml file."""
-    return parse_audit_config(_read(path), str(path))
+def load_audit_config(path: Path, check_ids: Collection[str] = ()) -> AuditConfig:
+    """Read and validate a model.yaml file (see ``parse_audit_config``)."""
+    return parse_audit_config(read_source(path), str(path), check_ids)
 
 
 def library_names() -> list[str]:
@@ -233,7 +413,7 @@ def resolve_scenarios(entries: list[str], base_dir: Path) -> list[LoadedScenario
                 loaded.extend(load_library_scenario(name) for name in library_names())
             elif _looks_like_path(entry):
                 path = Path(entry) if Path(entry).is_absolute() else base_dir / entry
-                loaded.append(LoadedScenario(parse_scenario(_read(path), entry), entry))
+                loaded.append(LoadedScenario(parse_scenario(read_source(path), entry), entry))
             else:
                 loaded.append(load_library_scenario(entry))
         except ScenarioError as exc:

@@ -6,18 +6,42 @@ README's tables and ``specseed schema`` are generated from them.
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from specseed.contracts import CONTRACT_NAMES
+from specseed.contracts import CONTRACT_NAMES, contract_names
 from specseed.defects import DEFECT_IDS
-from specseed.engine_adapters.registry import ENGINE_NAMES
+from specseed.engine_adapters.registry import engine_names
+from specseed.wording import one_of
 
 UINT64_MAX = (1 << 64) - 1
 INT64_MIN = -(1 << 63)
+
+MIN_TEMPERATURE = 1e-5
+"""Smallest non-zero temperature. Engines divide float32 logits by it (largest float32:
+3.4e38): at 1e-38 even the tiny model's logits overflow to inf and the softmax is NaN. 1e-5
+leaves room for logits up to 3.4e33 (vLLM clamps anything below 1e-2)."""
+MIN_TOP_P = 2.0**-126
+"""Smallest top_p (the smallest normal float32, 1.18e-38). The kernels hold top_p as float32
+and keep a token while the mass above it is below top_p: a smaller value becomes 0 (or a
+subnormal that GPUs flush to 0) and keeps no token at all."""
+MAX_NUM_REQUESTS_LIMIT = 1024
+"""The largest ``max_num_requests`` model.yaml or a run may set."""
+MAX_WARMUP_BATCH = 4 * MAX_NUM_REQUESTS_LIMIT
+"""Largest warmup batch (4 x the largest max_num_requests): a warmup batch runs all at once,
+so its size is memory the engine allocates."""
 
 ComparisonCheck = Literal[
     "run-to-run",
@@ -43,18 +67,21 @@ class StrictModel(BaseModel):
 
 
 def _check_one_of(kind: str, value: str, known: tuple[str, ...]) -> str:
-    if value not in known:
-        raise ValueError(f"unknown {kind} {value!r}; expected one of: {', '.join(known)}")
-    return value
+    return one_of(kind, value, known)
+
+
+def _known_defect(value: str) -> str:
+    return _check_one_of("defect", value, DEFECT_IDS)
 
 
 # -- model.yaml ---------------------------------------------------------------------------
 
 
 class EngineConfig(StrictModel):
-    """The ``engine:`` section of model.yaml."""
+    """The ``engine:`` section of model.yaml: keys every engine shares, and ``options``, the
+    engine's own keys (validated against the model the engine declares)."""
 
-    name: str = Field("reference", description="Engine adapter: " + " | ".join(ENGINE_NAMES))
+    name: str = Field("reference", description="Engine adapter (`specseed engines` lists them).")
     device: Literal["cpu", "cuda"] = Field("cpu", description="Where the engine runs.")
     max_num_requests: int = Field(
         8, ge=1, le=1024, description="Most requests the scheduler runs at once."
@@ -72,73 +99,55 @@ class EngineConfig(StrictModel):
     )
     contract: str = Field(
         "ideal",
-        description="RNG layout the audit holds the engine to: " + " | ".join(CONTRACT_NAMES),
+        description="RNG layout the audit holds the engine to: "
+        + " | ".join(CONTRACT_NAMES)
+        + " (and contracts other packages register)",
     )
     checkpoint: Path | None = Field(
         None,
         description="Local Hugging Face Llama checkpoint directory (config.json + safetensors); "
-        "null = the built-in tiny model built from model_seed. Relative to model.yaml.",
+        "null = the engine's default (the reference engine's built-in tiny model). Relative "
+        "to model.yaml.",
     )
     draft_checkpoint: Path | None = Field(
         None,
-        description="Local EAGLE3 draft checkpoint directory; null = a draft head derived "
-        "from the target. Relative to model.yaml.",
+        description="Local EAGLE3 draft checkpoint directory; null = the engine's default (the "
+        "reference engine derives a draft head from the target). Relative to model.yaml.",
     )
-    model_seed: int = Field(0, ge=0, description="Seed of the built-in tiny model's weights.")
-    rng_profile: str | None = Field(
-        None,
-        description="reference only: the contract the engine itself follows "
-        "(null = the same as `contract`).",
-    )
-    defects: list[str] = Field(
-        default_factory=list,
-        description="reference only: defect ids to inject on purpose (see `specseed audit "
-        "--matrix`).",
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The engine's own options (see `specseed schema` and `specseed engines`); "
+        "validated against the options model of engine.name.",
     )
 
     @field_validator("name")
     @classmethod
     def _known_engine(cls, value: str) -> str:
-        return _check_one_of("engine", value, ENGINE_NAMES)
+        return _check_one_of("engine", value, engine_names())
 
     @field_validator("contract")
     @classmethod
     def _known_contract(cls, value: str) -> str:
-        return _check_one_of("contract", value, CONTRACT_NAMES)
+        return _check_one_of("contract", value, contract_names())
 
-    @field_validator("rng_profile")
-    @classmethod
-    def _known_profile(cls, value: str | None) -> str | None:
-        return None if value is None else _check_one_of("rng profile", value, CONTRACT_NAMES)
 
-    @field_validator("defects")
-    @classmethod
-    def _known_defects(cls, value: list[str]) -> list[str]:
-        for item in value:
-            _check_one_of("defect", item, DEFECT_IDS)
-        if len(set(value)) != len(value):
-            raise ValueError("a defect is listed twice")
-        return value
+CHECK_IDS_CONTEXT = "check_ids"
+"""Validation-context key: the registered check ids (the checks layer sits above this one)."""
 
-    @model_validator(mode="after")
-    def _reference_only(self) -> EngineConfig:
-        if self.name != "reference":
-            if self.defects:
-                raise ValueError("`defects` can only be injected into the reference engine")
-            if self.rng_profile is not None:
-                raise ValueError("`rng_profile` applies to the reference engine only")
-        return self
 
-    @property
-    def effective_rng_profile(self) -> str:
-        """The contract the engine follows: ``rng_profile``, or ``contract`` when unset."""
-        return self.rng_profile or self.contract
+def _known_check(value: str, info: ValidationInfo) -> str:
+    known = (info.context or {}).get(CHECK_IDS_CONTEXT)
+    if known and value not in known:
+        close = difflib.get_close_matches(value, known, n=1)
+        fix = f"Did you mean {close[0]!r}?" if close else "See `specseed checks`."
+        raise ValueError(f"unknown check {value!r}. {fix}")
+    return value
 
 
 class ChecksConfig(StrictModel):
     """The ``checks:`` section of model.yaml."""
 
-    skip: list[str] = Field(
+    skip: list[Annotated[str, AfterValidator(_known_check)]] = Field(
         default_factory=list, description="Check ids not to run (reported as skip)."
     )
 
@@ -158,15 +167,51 @@ class AuditConfig(StrictModel):
 
 # -- scenarios ----------------------------------------------------------------------------
 
+TEMPERATURE_HELP = (
+    f"0 = greedy; otherwise at least {MIN_TEMPERATURE:g} (logits / temperature is float32)."
+)
+TOP_P_HELP = (
+    f"1.0 = no top-p filter; at least {MIN_TOP_P:.3g} (the smallest normal float32: the kernels "
+    "hold top_p as float32)."
+)
+
+
+def _check_temperature(value: float) -> float:
+    if 0.0 < value < MIN_TEMPERATURE:
+        raise ValueError(
+            f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE:g}: engines divide "
+            "float32 logits by it and a smaller one overflows them to inf (NaN probabilities)"
+        )
+    return value
+
+
+def _check_top_p(value: float) -> float:
+    if 0.0 < value < MIN_TOP_P:
+        raise ValueError(
+            f"top_p must be at least {MIN_TOP_P:.3g}, the smallest normal float32: the kernels "
+            "hold top_p as float32, where a smaller value is 0 and keeps no token"
+        )
+    return value
+
 
 class RequestDefaults(StrictModel):
     """Values a scenario's requests take unless they set their own."""
 
     seed: int | None = Field(None, ge=INT64_MIN, le=UINT64_MAX)
-    temperature: float = Field(1.0, ge=0.0, le=100.0)
+    temperature: float = Field(1.0, ge=0.0, le=100.0, description=TEMPERATURE_HELP)
     top_k: int = Field(0, ge=0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description=TOP_P_HELP)
     max_tokens: int = Field(16, ge=1, le=4096)
+
+    @field_validator("temperature")
+    @classmethod
+    def _temperature_in_float32(cls, value: float) -> float:
+        return _check_temperature(value)
+
+    @field_validator("top_p")
+    @classmethod
+    def _top_p_in_float32(cls, value: float) -> float:
+        return _check_top_p(value)
 
 
 class RequestSpec(StrictModel):
@@ -181,10 +226,20 @@ class RequestSpec(StrictModel):
         le=UINT64_MAX,
         description="SamplingParams.seed: a uint64, or an int64 whose bits are used; null = unseeded.",
     )
-    temperature: float | None = Field(None, ge=0.0, le=100.0, description="0 = greedy.")
+    temperature: float | None = Field(None, ge=0.0, le=100.0, description=TEMPERATURE_HELP)
     top_k: int | None = Field(None, ge=0, description="0 = no top-k filter.")
-    top_p: float | None = Field(None, gt=0.0, le=1.0, description="1.0 = no top-p filter.")
+    top_p: float | None = Field(None, gt=0.0, le=1.0, description=TOP_P_HELP)
     max_tokens: int | None = Field(None, ge=1, le=4096)
+
+    @field_validator("temperature")
+    @classmethod
+    def _temperature_in_float32(cls, value: float | None) -> float | None:
+        return None if value is None else _check_temperature(value)
+
+    @field_validator("top_p")
+    @classmethod
+    def _top_p_in_float32(cls, value: float | None) -> float | None:
+        return None if value is None else _check_top_p(value)
 
     @field_validator("prompt")
     @classmethod
@@ -197,11 +252,55 @@ class RequestSpec(StrictModel):
         return "seed" in self.model_fields_set
 
 
-_WARMUP_SIZE = re.compile(r"^max(\+(\d+))?$")
+# [0-9], not \d: \d also matches digits of other scripts, which int() then accepts.
+_WARMUP_SIZE = re.compile(r"^max(\+([0-9]+))?$")
+MAX_WARMUP_EXTRA = MAX_WARMUP_BATCH - MAX_NUM_REQUESTS_LIMIT
+"""Largest N in "max+N": max+N stays within MAX_WARMUP_BATCH for any max_num_requests."""
+
+
+def _warmup_size(size: int | str) -> int | str:
+    if isinstance(size, int):
+        if not 1 <= size <= MAX_WARMUP_BATCH:
+            raise ValueError(
+                f"warmup batch size {size} must be from 1 to {MAX_WARMUP_BATCH} "
+                "(a warmup batch runs at once: its size is memory)"
+            )
+        return size
+    match = _WARMUP_SIZE.match(size)
+    if match is None:
+        raise ValueError(f'warmup batch {size!r}: write a number, "max" or "max+N"')
+    # Compare digit counts first: int() of a huge digit string is itself slow.
+    extra = match.group(2) or "0"
+    if len(extra) > 6 or int(extra) > MAX_WARMUP_EXTRA:
+        raise ValueError(
+            f"warmup batch {size!r}: N in max+N must be at most {MAX_WARMUP_EXTRA}, "
+            f"so that no warmup batch exceeds {MAX_WARMUP_BATCH}"
+        )
+    return size
+
+
 WarmupBatch = Annotated[
     int | str,
-    Field(description='A batch size, or "max" / "max+N" (relative to max_num_requests).'),
+    AfterValidator(_warmup_size),
+    Field(
+        description=f'A batch size from 1 to {MAX_WARMUP_BATCH}, or "max" / "max+N" with N up '
+        f"to {MAX_WARMUP_EXTRA} (relative to max_num_requests)."
+    ),
 ]
+
+
+Loc = tuple[int | str, ...]
+
+
+class CrossReferenceError(ValueError):
+    """Names in a scenario that point at nothing; one (field path, message) per offending item.
+
+    The loader turns each into its own problem at the line of that item.
+    """
+
+    def __init__(self, problems: list[tuple[Loc, str]]) -> None:
+        super().__init__("; ".join(message for _, message in problems))
+        self.problems = problems
 
 
 class PriorTraffic(StrictModel):
@@ -215,7 +314,7 @@ class PriorTraffic(StrictModel):
 class EngineOverrides(StrictModel):
     """Engine settings a run changes for itself."""
 
-    max_num_requests: int | None = Field(None, ge=1, le=1024)
+    max_num_requests: int | None = Field(None, ge=1, le=MAX_NUM_REQUESTS_LIMIT)
     max_draft_len: int | None = Field(None, ge=0, le=16)
     verification: Literal["rejection", "strict"] | None = None
     overlap_scheduler: bool | None = None
@@ -235,31 +334,35 @@ class RunSpec(StrictModel):
     )
     warmup: list[WarmupBatch] = Field(
         default_factory=list,
-        description="Warmup batches run before serving; sizes may exceed max_num_requests.",
+        max_length=64,
+        description="Warmup batches (at most 64) run before serving; sizes may exceed "
+        "max_num_requests, up "
+        f"to {MAX_WARMUP_BATCH} (4 x the largest max_num_requests, {MAX_NUM_REQUESTS_LIMIT}).",
     )
     prior_traffic: PriorTraffic | None = Field(
         None, description="Traffic served before the scenario (engine uptime)."
     )
     engine: EngineOverrides = Field(default_factory=EngineOverrides)  # type: ignore[arg-type]
 
-    @field_validator("warmup")
-    @classmethod
-    def _warmup_sizes(cls, value: list[int | str]) -> list[int | str]:
-        for size in value:
-            if isinstance(size, int):
-                if size < 1:
-                    raise ValueError(f"warmup batch size {size} must be at least 1")
-            elif not _WARMUP_SIZE.match(size):
-                raise ValueError(f'warmup batch {size!r}: write a number, "max" or "max+N"')
-        return value
-
     @model_validator(mode="after")
     def _consistent(self) -> RunSpec:
-        if len(set(self.requests)) != len(self.requests):
-            raise ValueError("a request is listed twice in `requests`")
-        stray = sorted(set(self.arrivals) - set(self.requests))
-        if stray:
-            raise ValueError(f"`arrivals` names requests not in `requests`: {', '.join(stray)}")
+        problems: list[tuple[Loc, str]] = []
+        for index, request in enumerate(self.requests):
+            if request in self.requests[:index]:
+                problems.append(
+                    (("requests", index), f"request {request!r} is listed twice in `requests`")
+                )
+        for request in self.arrivals:
+            if request not in self.requests:
+                problems.append(
+                    (
+                        ("arrivals", request),
+                        f"`arrivals` names request {request!r}, which this run does not "
+                        "serve. Add it to `requests` or remove its arrival.",
+                    )
+                )
+        if problems:
+            raise CrossReferenceError(problems)
         return self
 
     def warmup_sizes(self, max_num_requests: int) -> list[int]:
@@ -287,12 +390,58 @@ class Expectation(StrictModel):
     )
 
 
+def _unknown(kind: str, name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1)
+    fix = f"Did you mean '{close[0]}'?" if close else f"Defined: {', '.join(known)}."
+    return f"unknown {kind} {name!r}. {fix}"
+
+
+def cross_reference_problems(scenario: Scenario) -> list[tuple[Loc, str]]:
+    """Every run, request and expectation name that does not resolve, at its own field path."""
+    problems: list[tuple[Loc, str]] = []
+    request_names = list(scenario.requests)
+    run_names = [run.name for run in scenario.runs]
+    for index, run in enumerate(scenario.runs):
+        if run.name in run_names[:index]:
+            problems.append(
+                (("runs", index, "name"), f"run name {run.name!r} is used twice. Rename one.")
+            )
+        for position, request in enumerate(run.requests):
+            if request not in scenario.requests:
+                problems.append(
+                    (
+                        ("runs", index, "requests", position),
+                        f"run {run.name!r}: " + _unknown("request", request, request_names),
+                    )
+                )
+    for index, expectation in enumerate(scenario.expect):
+        for position, run_name in enumerate(expectation.runs):
+            if run_name not in run_names:
+                problems.append(
+                    (
+                        ("expect", index, "runs", position),
+                        f"expectation {expectation.check!r}: "
+                        + _unknown("run", run_name, run_names),
+                    )
+                )
+        for position, request in enumerate(expectation.requests or []):
+            if request not in scenario.requests:
+                problems.append(
+                    (
+                        ("expect", index, "requests", position),
+                        f"expectation {expectation.check!r}: "
+                        + _unknown("request", request, request_names),
+                    )
+                )
+    return problems
+
+
 class Scenario(StrictModel):
     """A scenario file: requests, the runs that serve them, and the invariants between runs."""
 
     name: Slug
     description: str = Field(min_length=1)
-    covers: list[str] = Field(
+    covers: list[Annotated[str, AfterValidator(_known_defect)]] = Field(
         default_factory=list, description="Defect ids this scenario is built to expose."
     )
     defaults: RequestDefaults = Field(default_factory=RequestDefaults)  # type: ignore[arg-type]
@@ -300,38 +449,11 @@ class Scenario(StrictModel):
     runs: list[RunSpec] = Field(min_length=1)
     expect: list[Expectation] = Field(default_factory=list)
 
-    @field_validator("covers")
-    @classmethod
-    def _known_defects(cls, value: list[str]) -> list[str]:
-        for item in value:
-            _check_one_of("defect", item, DEFECT_IDS)
-        return value
-
     @model_validator(mode="after")
     def _references_resolve(self) -> Scenario:
-        run_names = [run.name for run in self.runs]
-        duplicates = sorted({n for n in run_names if run_names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"run names must be unique: {', '.join(duplicates)}")
-        for run in self.runs:
-            unknown = [r for r in run.requests if r not in self.requests]
-            if unknown:
-                raise ValueError(
-                    f"run {run.name!r} names unknown requests: {', '.join(unknown)} "
-                    f"(defined: {', '.join(self.requests)})"
-                )
-        for expectation in self.expect:
-            unknown = [r for r in expectation.runs if r not in run_names]
-            if unknown:
-                raise ValueError(
-                    f"expectation {expectation.check!r} names unknown runs: "
-                    f"{', '.join(unknown)} (defined: {', '.join(run_names)})"
-                )
-            for request in expectation.requests or []:
-                if request not in self.requests:
-                    raise ValueError(
-                        f"expectation {expectation.check!r} names unknown request {request!r}"
-                    )
+        problems = cross_reference_problems(self)
+        if problems:
+            raise CrossReferenceError(problems)
         return self
 
     def resolved_request(self, name: str) -> ResolvedRequest:
@@ -367,8 +489,31 @@ class ResolvedRequest(StrictModel):
 
 
 def json_schemas() -> dict[str, Any]:
-    """JSON Schemas of model.yaml and of scenario files, generated from the models."""
-    return {
-        "model.yaml": AuditConfig.model_json_schema(),
-        "scenario": Scenario.model_json_schema(),
-    }
+    """JSON Schemas of model.yaml and of scenario files, generated from the models.
+
+    ``engine.options`` depends on ``engine.name``: the model.yaml schema says so with one
+    ``if``/``then`` per engine that declares an options model.
+    """
+    from specseed.engine_adapters.registry import engines
+
+    model = AuditConfig.model_json_schema()
+    defs = model.setdefault("$defs", {})
+    rules = []
+    for info in engines().values():
+        try:
+            options = info.options_model()
+        except Exception:  # a broken plugin keeps its options unchecked here
+            continue
+        if options is None:
+            continue
+        schema = options.model_json_schema(ref_template="#/$defs/{model}")
+        defs.update(schema.pop("$defs", {}))
+        defs[options.__name__] = schema
+        rules.append(
+            {
+                "if": {"properties": {"name": {"const": info.name}}},
+                "then": {"properties": {"options": {"$ref": f"#/$defs/{options.__name__}"}}},
+            }
+        )
+    defs["EngineConfig"]["allOf"] = rules
+    return {"model.yaml": model, "scenario": Scenario.model_json_schema()}

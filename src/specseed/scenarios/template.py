@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from specseed.scenarios.schema import AuditConfig
+from specseed.scenarios.schema import AuditConfig, EngineConfig
 
 
 def _yaml_value(value: Any) -> str:
@@ -26,27 +26,42 @@ def _yaml_value(value: Any) -> str:
     return json.dumps(str(value)) if any(c in str(value) for c in ":#[]{},") else str(value)
 
 
-def _section(model: BaseModel, indent: str) -> list[str]:
+def _section(model: BaseModel, indent: str, options: BaseModel | None = None) -> list[str]:
     lines = []
     data = model.model_dump(mode="json")
     for name, field in type(model).model_fields.items():
         value = getattr(model, name)
         if isinstance(value, BaseModel):
             lines.append(f"{indent}{name}:")
-            lines.extend(_section(value, indent + "  "))
+            lines.extend(_section(value, indent + "  ", options))
+            continue
+        if name == "options" and options is not None:
+            lines.append(f"{indent}options:  # {type(options).__doc__ or 'engine options'}")
+            lines.extend(_section(options, indent + "  "))
             continue
         comment = f"  # {field.description}" if field.description else ""
         lines.append(f"{indent}{name}: {_yaml_value(data[name])}{comment}")
     return lines
 
 
-def model_yaml_template() -> str:
-    """The default audit configuration as commented YAML."""
+def model_yaml_template(engine: str = "reference") -> str:
+    """The default audit configuration for ``engine`` as commented YAML (its options with
+    their defaults; required options, which have none, are left for the user)."""
+    from specseed.engine_adapters.registry import get_engine
+
+    model = get_engine(engine).options_model()
+    options: BaseModel | None = None
+    if model is not None:
+        required = [n for n, f in model.model_fields.items() if f.is_required()]
+        placeholders: dict[str, Any] = {n: f"<{n}>" for n in required}
+        options = model.model_construct(None, **placeholders)
     header = [
         "# specseed model.yaml: the engine to audit and the scenarios to replay.",
         "# Run it with: specseed audit model.yaml",
-        "# Every key is optional; these are the defaults (the embedded reference engine on",
-        "# the CPU with the whole built-in scenario library). JSON Schema: specseed schema",
+        "# Keys with a value are the defaults (for the reference engine: the built-in tiny",
+        "# model on the CPU with the whole built-in scenario library). JSON Schema:",
+        "# specseed schema",
         "",
     ]
-    return "\n".join(header + _section(AuditConfig(), "")) + "\n"
+    config = AuditConfig(engine=EngineConfig.model_validate({"name": engine}))
+    return "\n".join(header + _section(config, "", options)) + "\n"

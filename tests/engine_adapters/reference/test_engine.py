@@ -10,6 +10,7 @@ import pytest
 from specseed.contracts import UNSEEDED_SEED_BASE
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
 from specseed.engine_adapters.reference.engine import ReferenceEngine
+from specseed.engine_adapters.reference.options import ReferenceOptions
 from specseed.trace import RunTrace, TraceRecorder, TraceWriter, load_trace
 
 
@@ -37,7 +38,11 @@ def run(
     warmup: tuple[int, ...] = (),
     **settings: object,
 ) -> RunTrace:
-    plan_settings = replace(EngineSettings(), **settings)  # type: ignore[arg-type]
+    defects = settings.pop("defects", ())
+    plan_settings = replace(
+        EngineSettings(options=ReferenceOptions(defects=list(defects))),  # type: ignore[call-overload]
+        **settings,  # type: ignore[arg-type]
+    )
     plan = RunPlan("test", "run", plan_settings, tuple(requests), warmup_batches=warmup)
     return engine.run(plan, TraceRecorder(writer))
 
@@ -173,8 +178,12 @@ def test_negative_seed_is_its_uint64_bit_pattern(engine: ReferenceEngine) -> Non
     assert {e.seed for r in rows(negative) for e in r.events} == {(1 << 64) - 4}
 
 
-def test_prompt_outside_the_vocabulary_is_an_engine_error(engine: ReferenceEngine) -> None:
-    from specseed.errors import EngineError
-
-    with pytest.raises(EngineError, match="outside the vocabulary"):
-        run(engine, [request("a", prompt=(1, 10**6))])
+def test_prompt_outside_the_vocabulary_is_refused_before_running(engine: ReferenceEngine) -> None:
+    bad = request("a", prompt=(1, 10**6))
+    plan = RunPlan("test", "run", EngineSettings(), (request("ok"), bad))
+    (problem,) = engine.validate(plan)
+    assert "test/run: request a: prompt token ids [1000000]" in problem
+    assert "outside the vocabulary (size 512)" in problem
+    # Served anyway (the runner never does), it is a recorded failure, not an exception.
+    trace = engine.run(plan, TraceRecorder())
+    assert trace.end.failure is not None and "outside the vocabulary" in trace.end.failure.message

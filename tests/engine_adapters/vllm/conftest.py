@@ -9,11 +9,10 @@ or a fresh global generator, as in an audit.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from specseed.checkpoints import CheckpointBundle, make_checkpoint
+from specseed.engine_adapters.checkpoints import CheckpointBundle, make_checkpoint
 from specseed.engine_adapters.base import EngineSettings
 from specseed.errors import EngineUnavailable
 
@@ -44,12 +43,16 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> CheckpointBundle:
 
 @pytest.fixture(scope="session")
 def settings(checkpoint: CheckpointBundle) -> EngineSettings:
+    from specseed.engine_adapters.vllm.options import VllmOptions
+
     return EngineSettings(
         name="vllm",
         checkpoint=checkpoint.target,
         draft_checkpoint=checkpoint.draft,
         max_num_requests=8,
         max_draft_len=3,
+        contract="vllm-generators",
+        options=VllmOptions(),
     )
 
 
@@ -60,7 +63,3 @@ def engine(settings: EngineSettings) -> Iterator[object]:
     adapter = VllmEngine(settings)
     yield adapter
     adapter.close()
-
-
-def model_yaml_dir(checkpoint: CheckpointBundle) -> Path:
-    return checkpoint.root

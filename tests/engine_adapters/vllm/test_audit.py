@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import pytest
 
-from specseed.checkpoints import CheckpointBundle
-from specseed.runner import AuditResult, plan_audit, run_audit
+from specseed.engine_adapters.checkpoints import CheckpointBundle
+from specseed.results import AuditResult
+from specseed.runner import plan_audit, run_audit
 from specseed.scenarios.schema import AuditConfig, EngineConfig
 
 pytestmark = pytest.mark.vllm
@@ -84,15 +85,14 @@ def test_top_k_under_speculation_crashes_and_specseed_reports_it(audit: AuditRes
 
 def test_one_engine_serves_runs_that_allow_it(audit: AuditResult) -> None:
     instances = [
-        (trace.header.scenario, trace.header.run, trace.header.engine_config["engine_instance"])
+        (trace.header.scenario, trace.header.run, trace.header.fresh_engine)
         for scenario in audit.scenarios
         for trace in scenario.traces.values()
     ]
-    reused = [i for i in instances if i[2]["fresh"] is False]
-    assert reused, "no run reused the engine"
-    for scenario, run, instance in instances:
+    assert any(fresh is False for *_, fresh in instances), "no run reused the engine"
+    for scenario, run, fresh in instances:
         if scenario == "unseeded":
-            assert instance["fresh"] is True, run
+            assert fresh is True, run
 
 
 def test_greedy_speculation_equals_no_speculation(audit: AuditResult) -> None:

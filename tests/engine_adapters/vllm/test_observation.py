@@ -29,21 +29,17 @@ def test_wraps_on_and_off_give_the_same_tokens(engine, settings: EngineSettings)
     # One engine object: vLLM keeps process-wide state, two live LLMs in one process clash.
     from specseed.engine_adapters.vllm.options import VllmOptions
 
-    plain = dataclasses.replace(settings, max_draft_len=0)
-    plan = RunPlan("observation", "run", plain, _requests())
     outputs = {}
-    saved = engine.options
-    try:
-        for observe in (True, False):
-            engine.options = VllmOptions(observe_rng=observe, reuse_engine=False)
-            trace = engine.run(plan, TraceRecorder())
-            assert not trace.failed, trace.end.failure
-            assert trace.header.engine_config["engine_instance"]["fresh"] is True
-            events = [e for step in trace.steps for row in step.rows for e in row.events]
-            assert bool(events) == observe
-            outputs[observe] = trace.end.outputs
-    finally:
-        engine.options = saved
+    for observe in (True, False):
+        options = VllmOptions(observe_rng=observe, reuse_engine=False)
+        plain = dataclasses.replace(settings, max_draft_len=0, options=options)
+        trace = engine.run(RunPlan("observation", "run", plain, _requests()), TraceRecorder())
+        assert not trace.failed, trace.end.failure
+        assert trace.header.fresh_engine is True
+        assert (trace.header.observability.rng_state is not None) == observe
+        events = [e for step in trace.steps for row in step.rows for e in row.events]
+        assert bool(events) == observe
+        outputs[observe] = trace.end.outputs
     assert outputs[True] == outputs[False]
 
 
@@ -62,7 +58,7 @@ def test_rows_steps_and_fresh_engine_flags(engine, settings: EngineSettings) -> 
         seeded = [e for _s, row in trace.rows_of("s1") for e in row.events]
         assert {e.seed for e in seeded} == {11}
     # All requests are seeded or greedy: the second run reuses the engine, and says so.
-    assert second.header.engine_config["engine_instance"]["fresh"] is False
+    assert second.header.fresh_engine is False
     # Greedy tokens do not depend on engine reuse (all-greedy rows never reach the sampling
     # parameters the CPU rejection sampler leaves uninitialised).
     assert first.end.outputs["g"] == second.end.outputs["g"]
@@ -74,7 +70,7 @@ def test_unseeded_request_gets_a_fresh_engine_and_the_global_generator(engine, s
                    (unseeded,))  # fmt: skip
     trace = engine.run(plan, TraceRecorder())
     assert not trace.failed, trace.end.failure
-    assert trace.header.engine_config["engine_instance"]["fresh"] is True
+    assert trace.header.fresh_engine is True
     events = [e for _s, row in trace.rows_of("u") for e in row.events]
     # Every unseeded event reads the global generator, seeded with the engine seed (0).
     assert events and {e.seed for e in events} == {0}

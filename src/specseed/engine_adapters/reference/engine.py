@@ -17,7 +17,6 @@ the host learns of finished requests one step late and their rows run once more,
 from __future__ import annotations
 
 import platform
-import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -27,7 +26,15 @@ import torch
 
 from specseed import __version__
 from specseed.contracts import EventKind, get_contract
-from specseed.engine_adapters.base import EngineAdapter, EngineSettings, RequestPlan, RunPlan
+from specseed.engine_adapters.base import (
+    EngineAdapter,
+    EngineSettings,
+    RequestPlan,
+    RunPlan,
+    RunStart,
+    options_of,
+    warmup_requests,
+)
 from specseed.engine_adapters.reference import sampler
 from specseed.engine_adapters.reference.model import (
     Eagle3DraftHead,
@@ -37,6 +44,7 @@ from specseed.engine_adapters.reference.model import (
     build_tiny_target,
     fingerprint,
 )
+from specseed.engine_adapters.reference.options import ReferenceOptions
 from specseed.engine_adapters.reference.rng_assignment import (
     AssignedState,
     EventRequest,
@@ -45,20 +53,13 @@ from specseed.engine_adapters.reference.rng_assignment import (
 )
 from specseed.errors import EngineError
 from specseed.trace import (
-    EngineFailure,
+    FULL_OBSERVABILITY,
     Phase,
-    RequestInfo,
     RowRecord,
-    RunEnd,
-    RunHeader,
-    RunTrace,
     SamplingEvent,
     StepRecord,
     TraceRecorder,
 )
-
-WARMUP_PROMPT = (1, 2, 3, 4)
-WARMUP_MAX_TOKENS = 2
 
 
 @dataclass(eq=False)
@@ -136,14 +137,17 @@ class ReferenceEngine(EngineAdapter):
     """The embedded default engine (CPU, or CUDA where present)."""
 
     name = "reference"
+    observability = FULL_OBSERVABILITY
 
     def __init__(self, settings: EngineSettings) -> None:
+        super().__init__(settings)
         if settings.device == "cuda" and not torch.cuda.is_available():
             raise EngineError(
                 "engine.device is cuda but torch sees no CUDA device",
                 hint="set engine.device: cpu, or run on a machine with a GPU",
             )
-        self.settings = settings
+        self.options: ReferenceOptions = options_of(settings, ReferenceOptions)
+        model_seed = self.options.model_seed
         self.device = torch.device(settings.device)
         try:
             if settings.checkpoint is not None:
@@ -152,14 +156,14 @@ class ReferenceEngine(EngineAdapter):
                 )
                 self.model_description = f"checkpoint {settings.checkpoint}"
             else:
-                self.target = build_tiny_target(settings.model_seed, device=settings.device)
-                self.model_description = f"built-in tiny Llama (model_seed {settings.model_seed})"
+                self.target = build_tiny_target(model_seed, device=settings.device)
+                self.model_description = f"built-in tiny Llama (model_seed {model_seed})"
             if settings.draft_checkpoint is not None:
                 self.draft = Eagle3DraftHead.from_checkpoint(settings.draft_checkpoint, self.target)
             elif settings.checkpoint is None:
-                self.draft = build_tiny_draft(self.target, settings.model_seed)
+                self.draft = build_tiny_draft(self.target, model_seed)
             else:
-                self.draft = Eagle3DraftHead.derived_from(self.target, settings.model_seed)
+                self.draft = Eagle3DraftHead.derived_from(self.target, model_seed)
         except (OSError, ValueError, KeyError) as exc:
             raise EngineError(
                 f"could not load the reference model: {exc}",
@@ -190,9 +194,18 @@ class ReferenceEngine(EngineAdapter):
             )
         return tuple(prompt)
 
-    def run(self, plan: RunPlan, recorder: TraceRecorder) -> RunTrace:
+    def start_run(self, plan: RunPlan) -> RunStart:
+        # Every run gets fresh engine state (slots, caches, counters); only weights are shared.
+        return RunStart(fresh_engine=True, contract=self.rng_profile(plan))
+
+    def rng_profile(self, plan: RunPlan) -> str:
+        """The contract this engine follows in a run (its option, or the audited one)."""
+        options = options_of(plan.settings, ReferenceOptions)
+        return options.rng_profile or plan.settings.contract
+
+    def serve(self, plan: RunPlan, recorder: TraceRecorder) -> dict[str, tuple[int, ...]]:
         with _cpu_threads(1 if self.device.type == "cpu" else None):
-            return _EngineRun(self, plan, recorder).execute()
+            return _EngineRun(self, plan, recorder).serve()
 
 
 @contextmanager
@@ -223,13 +236,13 @@ class _EngineRun:
         self.recorder = recorder
         settings = plan.settings
         self.settings = settings
+        options = options_of(settings, ReferenceOptions)
+        defects = tuple(options.defects)
         self.max_draft_len = settings.max_draft_len
-        self.defects = frozenset(settings.defects)
-        self.rng = RngAssigner(
-            get_contract(settings.rng_profile), settings.defects, self.max_draft_len
-        )
+        self.defects = frozenset(defects)
+        self.rng = RngAssigner(get_contract(engine.rng_profile(plan)), defects, self.max_draft_len)
         self.buffers = RngBuffers(
-            settings.max_num_requests, max(plan.warmup_batches, default=0), settings.defects
+            settings.max_num_requests, max(plan.warmup_batches, default=0), defects
         )
         self.element0 = "row0-seed" in self.defects
         self.step = 0
@@ -238,60 +251,18 @@ class _EngineRun:
 
     # -- run ----------------------------------------------------------------------------
 
-    def execute(self) -> RunTrace:
-        started = time.perf_counter()
-        scenario: list[_Request] = []
-        failure: EngineFailure | None = None
-        try:
-            prior = [self._new_request(p) for p in self.plan.prior_traffic]
-            scenario = [self._new_request(p) for p in self.plan.requests]
-        except ValueError as exc:
-            raise EngineError(f"{self.plan.scenario}/{self.plan.run}: {exc}") from exc
-        self.recorder.header(self._header(prior + scenario))
-        try:
-            for number, size in enumerate(self.plan.warmup_batches):
-                self._warmup(number, size)
-            if prior:
-                self.phase = "prior"
-                self._serve(prior)
-            self.phase = "scenario"
-            self._serve(scenario)
-        except Exception as exc:  # an engine crash is evidence, not a reason to stop the audit
-            failure = EngineFailure(
-                step=self.step,
-                phase=self.phase,
-                batch_size=self.batch_size,
-                exception=type(exc).__name__,
-                message=str(exc),
-            )
-        outputs = {r.plan.request_id: tuple(r.output) for r in scenario}
-        return self.recorder.end(
-            RunEnd(outputs=outputs, failure=failure, seconds=time.perf_counter() - started)
-        )
-
-    def _header(self, requests: Sequence[_Request]) -> RunHeader:
-        return RunHeader(
-            scenario=self.plan.scenario,
-            run=self.plan.run,
-            engine="reference",
-            engine_config=self.settings.as_dict(),
-            contract=self.settings.rng_profile,
-            requests=tuple(
-                RequestInfo(
-                    request_id=r.plan.request_id,
-                    phase=r.plan.phase,
-                    prompt_ids=r.prompt_ids,
-                    seed=r.request_seed,
-                    temperature=r.plan.temperature,
-                    top_k=r.plan.top_k,
-                    top_p=r.plan.top_p,
-                    max_tokens=r.plan.max_tokens,
-                    arrival_step=r.plan.arrival_step,
-                )
-                for r in requests
-            ),
-            environment=self.engine.environment(),
-        )
+    def serve(self) -> dict[str, tuple[int, ...]]:
+        prior = [self._new_request(p) for p in self.plan.prior_traffic]
+        scenario = [self._new_request(p) for p in self.plan.requests]
+        warmup = [self._new_request(p) for p in warmup_requests(self.plan)]
+        for number in range(len(self.plan.warmup_batches)):
+            self._warmup([r for r in warmup if r.plan.warmup_batch == number])
+        if prior:
+            self.phase = "prior"
+            self._serve(prior)
+        self.phase = "scenario"
+        self._serve(scenario)
+        return {r.plan.request_id: tuple(r.output) for r in scenario}
 
     def _new_request(self, plan: RequestPlan) -> _Request:
         return _Request(plan=plan, prompt_ids=self.engine.encode(plan.prompt))
@@ -304,24 +275,11 @@ class _EngineRun:
 
     # -- warmup and serving ---------------------------------------------------------------
 
-    def _warmup(self, number: int, size: int) -> None:
-        """One warmup batch of ``size`` dummy requests, run together whatever the limit."""
+    def _warmup(self, batch: Sequence[_Request]) -> None:
+        """One warmup batch, run together whatever ``max_num_requests`` says."""
         self.phase = "warmup"
-        batch = []
-        for i in range(size):
-            plan = RequestPlan(
-                request_id=f"warmup{number}-{i}",
-                prompt=tuple(t % self.engine.vocab_size for t in WARMUP_PROMPT),
-                seed=None,
-                temperature=1.0,
-                top_k=0,
-                top_p=1.0,
-                max_tokens=WARMUP_MAX_TOKENS,
-                phase="warmup",
-            )
-            request = self._new_request(plan)
+        for i, request in enumerate(batch):
             self._admit(request, slot=i)
-            batch.append(request)
         while not all(r.done for r in batch):
             rows = [self._prepare(r, i) for i, r in enumerate(r for r in batch if not r.done)]
             self._compute(rows)
@@ -384,6 +342,7 @@ class _EngineRun:
 
     def _compute(self, rows: Sequence[_Row]) -> None:
         self.batch_size = len(rows)
+        self.recorder.at(self.step, self.phase, len(rows))
         live = [r for r in rows if not r.request.done]
         outcomes = {id(r): _RowOutcome() for r in rows}
         if live:

@@ -13,7 +13,8 @@ decoding iteration is the adapter's count of the request's sampled rows.
 One engine serves consecutive runs while its construction arguments stay the same and the run
 has no unseeded sampled request (those draw from the global generator, whose position an
 earlier run moved; ``run-to-run`` needs both runs to start from the engine seed). The header's
-``engine_config.engine_instance`` says whether a run got a fresh engine.
+``fresh_engine`` says whether a run got a fresh engine. A crash inside a run drops the engine
+(vLLM's in-process core is left unusable), so the next run starts a fresh one.
 
 vLLM spawns processes unless ``VLLM_ENABLE_V1_MULTIPROCESSING=0``; observation needs the
 engine core in this process, so the adapter sets it (entry points that construct this
@@ -22,36 +23,55 @@ adapter must be guarded by ``if __name__ == "__main__"`` where a spawn may impor
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import platform
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from specseed import __version__
 from specseed.contracts import VLLM_GENERATORS
-from specseed.engine_adapters.base import EngineAdapter, EngineSettings, RequestPlan, RunPlan
+from specseed.engine_adapters.base import (
+    EngineAdapter,
+    EngineSettings,
+    RequestPlan,
+    RunPlan,
+    RunStart,
+    options_of,
+    warmup_requests,
+)
 from specseed.engine_adapters.vllm.options import VllmOptions
 from specseed.errors import EngineError, EngineUnavailable
 from specseed.trace import (
-    EngineFailure,
+    Observability,
     Phase,
-    RequestInfo,
     RowRecord,
-    RunEnd,
-    RunHeader,
-    RunTrace,
     SamplingEvent,
     StepRecord,
     TraceRecorder,
 )
 
-WARMUP_PROMPT = (1, 17, 33, 65, 129)
-WARMUP_MAX_TOKENS = 4
+OBSERVED = Observability(
+    steps=True,
+    rng_state="generator",
+    drafts=True,
+    logits=True,
+    notes="wraps around vLLM's samplers and rejection sampler: each draw's generator (seed) "
+    "and position; rows from GPUModelRunner._sample; proposed drafts not read",
+)
+NOT_OBSERVED = Observability(
+    steps=False,
+    rng_state=None,
+    drafts=False,
+    logits=False,
+    notes="observe_rng: false (tokens only)",
+)
 MAX_STEPS = 100_000
 """A run that takes more engine steps than this is stuck (vLLM stopped making progress)."""
 
@@ -95,27 +115,29 @@ class _Request:
 
 
 class VllmEngine(EngineAdapter):
-    """vLLM V1, in-process, with RNG observation."""
+    """vLLM V1, in-process, with RNG observation. One instance per process: vLLM keeps
+    process-wide state, and two live ``LLM`` objects in one process clash."""
 
     name: ClassVar[str] = "vllm"
-    options_model: ClassVar[type[VllmOptions]] = VllmOptions
+    observability: ClassVar[Observability] = OBSERVED
 
-    def __init__(self, settings: EngineSettings, options: VllmOptions | None = None) -> None:
-        self.settings = settings
-        self.options = options or VllmOptions()
+    def __init__(self, settings: EngineSettings) -> None:
+        super().__init__(settings)
         if settings.checkpoint is None:
             raise EngineError(
                 "engine 'vllm' needs engine.checkpoint (a local Hugging Face model directory)",
                 hint="make a tiny one with: specseed make-checkpoint DIR; then set "
                 "checkpoint: DIR/target and draft_checkpoint: DIR/draft",
             )
+        self.options: VllmOptions = options_of(settings, VllmOptions)
         self._vllm = import_vllm()
         import torch
 
         self._torch = torch
         self._llm: Any = None
         self._key: tuple[Any, ...] | None = None
-        self._runs_on_engine = 0
+        self._tokenizer: Any = None
+        self._vocab_size: int | None = None
         self.engine_starts = 0
         self.engine_start_seconds: list[float] = []
         self._run_number = 0
@@ -128,7 +150,7 @@ class VllmEngine(EngineAdapter):
 
     def llm_kwargs(self, settings: EngineSettings) -> dict[str, Any]:
         """The ``vllm.LLM`` arguments for a run's settings."""
-        opts = self.options
+        opts = options_of(settings, VllmOptions)
         if settings.checkpoint is None:
             raise EngineError("engine 'vllm' needs engine.checkpoint")
         kwargs: dict[str, Any] = {
@@ -159,7 +181,7 @@ class VllmEngine(EngineAdapter):
         """vLLM's ``speculative_config`` for ``max_draft_len`` > 0 (None: no speculation)."""
         if settings.max_draft_len <= 0:
             return None
-        opts = self.options
+        opts = options_of(settings, VllmOptions)
         config: dict[str, Any] = {
             "method": opts.speculative_method,
             "num_speculative_tokens": settings.max_draft_len,
@@ -182,7 +204,8 @@ class VllmEngine(EngineAdapter):
         return config
 
     def _needs_fresh(self, plan: RunPlan, key: tuple[Any, ...]) -> bool:
-        if self._llm is None or key != self._key or not self.options.reuse_engine:
+        reuse = options_of(plan.settings, VllmOptions).reuse_engine
+        if self._llm is None or key != self._key or not reuse:
             return True
         traffic = (*plan.prior_traffic, *plan.requests)
         return any(r.seed is None and not r.greedy for r in traffic)
@@ -191,7 +214,6 @@ class VllmEngine(EngineAdapter):
         kwargs = self.llm_kwargs(plan.settings)
         key = tuple(sorted((k, repr(v)) for k, v in kwargs.items()))
         if not self._needs_fresh(plan, key):
-            self._runs_on_engine += 1
             return self._llm, False
         self.close()
         started = time.perf_counter()
@@ -204,7 +226,7 @@ class VllmEngine(EngineAdapter):
                 "observe",
                 hint="set VLLM_USE_V2_MODEL_RUNNER=0",
             )
-        self._llm, self._key, self._runs_on_engine = llm, key, 0
+        self._llm, self._key = llm, key
         return llm, True
 
     def close(self) -> None:
@@ -223,8 +245,65 @@ class VllmEngine(EngineAdapter):
 
     # -- serving ------------------------------------------------------------------------
 
-    def run(self, plan: RunPlan, recorder: TraceRecorder) -> RunTrace:
-        return _VllmRun(self, plan, recorder).execute()
+    def start_run(self, plan: RunPlan) -> RunStart:
+        _llm, fresh = self._engine_for(plan)
+        return RunStart(fresh_engine=fresh, contract=VLLM_GENERATORS.name)
+
+    def observes(self, plan: RunPlan) -> Observability:
+        observed = OBSERVED if options_of(plan.settings, VllmOptions).observe_rng else NOT_OBSERVED
+        if plan.settings.verification == "strict" and not _all_greedy(plan):
+            # vLLM verifies greedy rows by exact token match (rejection_greedy_sample), which
+            # is strict verification, but sampled rows only by rejection sampling: the run is
+            # served as vLLM serves it, and the header says so.
+            return dataclasses.replace(
+                observed,
+                notes=observed.notes + "; verification strict requested, vLLM 0.32.0 verifies "
+                "sampled drafts by rejection sampling only",
+            )
+        return observed
+
+    def serve(self, plan: RunPlan, recorder: TraceRecorder) -> dict[str, tuple[int, ...]]:
+        if self._llm is None:
+            self._engine_for(plan)
+        run = _VllmRun(self, plan, recorder)
+        try:
+            return run.serve(self._llm)
+        except Exception:
+            self.last_traceback = traceback.format_exc()
+            # vLLM 0.32.0's in-process engine core is left inconsistent by an exception inside
+            # a step (a later step was seen to spin without progress): drop it.
+            self.close()
+            raise
+        finally:
+            if run.observer is not None:
+                self.observation_seconds += run.observer.seconds
+
+    def encode(self, prompt: tuple[int, ...] | str) -> tuple[int, ...]:
+        """Prompt ids; text goes through the checkpoint's tokenizer (as vLLM would)."""
+        if isinstance(prompt, str):
+            return tuple(self._tokenizer_of().encode(prompt))
+        vocab = self._vocab()
+        bad = [t for t in prompt if not 0 <= t < vocab]
+        if bad:
+            raise ValueError(
+                f"prompt token ids {bad[:5]} are outside the vocabulary (size {vocab})"
+            )
+        return tuple(prompt)
+
+    def _tokenizer_of(self) -> Any:
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(str(self.settings.checkpoint))
+        return self._tokenizer
+
+    def _vocab(self) -> int:
+        if self._vocab_size is None:
+            import json
+
+            config = Path(str(self.settings.checkpoint)) / "config.json"
+            self._vocab_size = int(json.loads(config.read_text(encoding="utf-8"))["vocab_size"])
+        return self._vocab_size
 
     def environment(self) -> dict[str, str]:
         torch = self._torch
@@ -242,6 +321,10 @@ class VllmEngine(EngineAdapter):
         }
 
 
+def _all_greedy(plan: RunPlan) -> bool:
+    return all(r.greedy for r in (*plan.prior_traffic, *plan.requests))
+
+
 class _VllmRun:
     """One run plan served on a (fresh or reused) vLLM engine."""
 
@@ -249,81 +332,41 @@ class _VllmRun:
         self.engine = engine
         self.plan = plan
         self.recorder = recorder
+        self.options = options_of(plan.settings, VllmOptions)
         self.step = 0
         self.phase: Phase = "warmup"
-        self.batch_size = 0
         engine._run_number += 1
         self.prefix = f"run{engine._run_number}:"
         self.requests: dict[str, _Request] = {}
         self.observer: Any = None
-        self.fresh: bool | None = None
 
-    def execute(self) -> RunTrace:
-        started = time.perf_counter()
-        failure: EngineFailure | None = None
-        scenario: list[_Request] = []
-        llm: Any = None
-        try:
-            llm, self.fresh = self.engine._engine_for(self.plan)
-        except Exception as exc:  # a failed start is evidence, as in a run
-            failure = EngineFailure(-1, "warmup", 0, type(exc).__name__, str(exc))
-        tokenizer = llm.get_tokenizer() if llm is not None else None
-        prior = [self._new_request(p, tokenizer) for p in self.plan.prior_traffic]
-        scenario = [self._new_request(p, tokenizer) for p in self.plan.requests]
-        self.recorder.header(self._header(prior + scenario))
-        if failure is None:
-            failure = self._serve_all(llm, prior, scenario)
-        outputs = {r.plan.request_id: tuple(r.output) for r in scenario}
-        return self.recorder.end(
-            RunEnd(outputs=outputs, failure=failure, seconds=time.perf_counter() - started)
-        )
-
-    def _serve_all(
-        self, llm: Any, prior: list[_Request], scenario: list[_Request]
-    ) -> EngineFailure | None:
+    def serve(self, llm: Any) -> dict[str, tuple[int, ...]]:
         from specseed.engine_adapters.vllm.observe import RngObserver
 
-        torch = self.engine._torch
+        warmup = [self._new_request(p) for p in warmup_requests(self.plan)]
+        prior = [self._new_request(p) for p in self.plan.prior_traffic]
+        scenario = [self._new_request(p) for p in self.plan.requests]
         runner = self.engine.model_runner()
         self.observer = RngObserver(
-            device=torch.device(self.engine.settings.device),
+            device=self.engine._torch.device(self.plan.settings.device),
             request_of_row=lambda row: _row_request(runner, row),
             sampled_request=self._samples,
         )
-        self.observer.active = self.engine.options.observe_rng
+        self.observer.active = self.options.observe_rng
         wraps: AbstractContextManager[None] = (
-            self.observer.installed() if self.engine.options.observe_rng else nullcontext()
+            self.observer.installed() if self.options.observe_rng else nullcontext()
         )
-        try:
-            with wraps:
-                for number, size in enumerate(self.plan.warmup_batches):
-                    self.phase = "warmup"
-                    self._serve(llm, list(self._warmup(number, size)), "warmup")
-                if prior:
-                    self.phase = "prior"
-                    self._serve(llm, prior, "prior")
-                self.phase = "scenario"
-                self._serve(llm, scenario, "scenario")
-            self.engine.observation_seconds += self.observer.seconds
-        except Exception as exc:  # an engine crash is evidence, not a reason to stop the audit
-            self.engine.last_traceback = traceback.format_exc()
-            self.engine.observation_seconds += self.observer.seconds
-            self._abort(llm)
-            return EngineFailure(
-                step=self.step,
-                phase=self.phase,
-                batch_size=self.batch_size,
-                exception=type(exc).__name__,
-                message=str(exc).splitlines()[0] if str(exc) else "",
-            )
-        return None
-
-    def _abort(self, llm: Any) -> None:
-        """Drop the engine after a crash: vLLM 0.32.0's in-process engine core is left
-        inconsistent by an exception inside a step (a later step was seen to spin without
-        progress), so the next run starts a fresh one."""
-        del llm
-        self.engine.close()
+        with wraps:
+            for number in range(len(self.plan.warmup_batches)):
+                self.phase = "warmup"
+                batch = [r for r in warmup if r.plan.warmup_batch == number]
+                self._serve(llm, batch, "warmup")
+            if prior:
+                self.phase = "prior"
+                self._serve(llm, prior, "prior")
+            self.phase = "scenario"
+            self._serve(llm, scenario, "scenario")
+        return {r.plan.request_id: tuple(r.output) for r in scenario}
 
     def _lookup(self, request_id: str) -> _Request | None:
         """The request behind a vLLM request id. vLLM 0.32.0 makes internal ids unique by
@@ -338,28 +381,8 @@ class _VllmRun:
         request = self._lookup(request_id)
         return request is not None and not request.plan.greedy
 
-    def _all_greedy(self) -> bool:
-        return all(r.greedy for r in (*self.plan.prior_traffic, *self.plan.requests))
-
-    def _warmup(self, number: int, size: int) -> Iterator[_Request]:
-        for i in range(size):
-            plan = RequestPlan(
-                request_id=f"warmup{number}-{i}",
-                prompt=WARMUP_PROMPT,
-                seed=None,
-                temperature=1.0,
-                top_k=0,
-                top_p=1.0,
-                max_tokens=WARMUP_MAX_TOKENS,
-                phase="warmup",
-            )
-            yield self._new_request(plan, None)
-
-    def _new_request(self, plan: RequestPlan, tokenizer: Any) -> _Request:
-        if isinstance(plan.prompt, str):
-            ids = tuple(tokenizer.encode(plan.prompt)) if tokenizer is not None else ()
-        else:
-            ids = tuple(plan.prompt)
+    def _new_request(self, plan: RequestPlan) -> _Request:
+        ids = self.engine.encode(plan.prompt)
         request = _Request(plan=plan, engine_id=self.prefix + plan.request_id, prompt_ids=ids)
         self.requests[request.engine_id] = request
         return request
@@ -398,6 +421,7 @@ class _VllmRun:
                     local_step = pending[0].plan.arrival_step
                     continue
                 raise EngineError("vLLM has no unfinished request but outputs are missing")
+            self.recorder.at(self.step, phase, engine.get_num_unfinished_requests())
             self.observer.begin_step(self.step)
             for output in engine.step():
                 finished = self._lookup(output.request_id)
@@ -418,7 +442,6 @@ class _VllmRun:
         observer.draws = [d for d in observer.draws if d.step > self.step]
         rows: list[RowRecord] = []
         for batch in batches:
-            self.batch_size = len(batch.request_ids)
             for row, engine_id in enumerate(batch.request_ids):
                 request = self._lookup(engine_id)
                 if request is None:
@@ -466,45 +489,6 @@ class _VllmRun:
             drafts_proposed=(),
             events=events,
             discarded=discarded,
-        )
-
-    def _header(self, requests: Sequence[_Request]) -> RunHeader:
-        config = self.plan.settings.as_dict()
-        if config["verification"] == "strict" and not self._all_greedy():
-            # vLLM verifies greedy rows by exact token match (rejection_greedy_sample), which
-            # is strict verification, but sampled rows only by rejection sampling: the run
-            # is served as vLLM serves it, and the header says so.
-            config["verification"] = "rejection"
-            config["verification_note"] = (
-                "strict requested; vLLM 0.32.0 verifies sampled drafts by rejection sampling only"
-            )
-        config["options"] = self.engine.options.model_dump(mode="json")
-        config["engine_instance"] = {
-            "fresh": self.fresh,
-            "engine_starts": self.engine.engine_starts,
-            "runs_before_on_this_engine": self.engine._runs_on_engine,
-        }
-        return RunHeader(
-            scenario=self.plan.scenario,
-            run=self.plan.run,
-            engine="vllm",
-            engine_config=config,
-            contract=VLLM_GENERATORS.name,
-            requests=tuple(
-                RequestInfo(
-                    request_id=r.plan.request_id,
-                    phase=r.plan.phase,
-                    prompt_ids=r.prompt_ids,
-                    seed=r.plan.seed,
-                    temperature=r.plan.temperature,
-                    top_k=r.plan.top_k,
-                    top_p=r.plan.top_p,
-                    max_tokens=r.plan.max_tokens,
-                    arrival_step=r.plan.arrival_step,
-                )
-                for r in requests
-            ),
-            environment=self.engine.environment(),
         )
 
 

@@ -69,7 +69,7 @@ def make_checkpoint(directory: Path, seed: int = 0, *, force: bool = False) -> C
     An existing non-empty ``directory`` is refused unless ``force`` (then its ``target`` and
     ``draft`` files are overwritten; nothing else in it is touched).
     """
-    from specseed.checkpoints.tokenizer import write_tokenizer
+    from specseed.engine_adapters.checkpoints.tokenizer import write_tokenizer
 
     root = Path(directory)
     if seed < 0:

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from specseed.checkpoints.make import CheckpointBundle, make_checkpoint
+from specseed.engine_adapters.checkpoints.make import CheckpointBundle, make_checkpoint
 
 __all__ = ["CheckpointBundle", "make_checkpoint"]

@@ -1,0 +1,46 @@
+"""The reference engine's own options (``engine.options`` in model.yaml).
+
+Imported by the engine registry to validate model.yaml and to build the JSON Schema, so it
+must stay light: pydantic and the data modules only, never torch.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from specseed.contracts import contract_names
+from specseed.defects import DEFECT_IDS
+from specseed.wording import one_of
+
+
+class ReferenceOptions(BaseModel):
+    """Options of the embedded reference engine."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model_seed: int = Field(
+        0, ge=0, le=(1 << 63) - 1, description="Seed of the built-in tiny model's weights."
+    )
+    rng_profile: str | None = Field(
+        None,
+        description="The contract the engine itself follows (null = the one the audit holds "
+        "it to, engine.contract).",
+    )
+    defects: list[str] = Field(
+        default_factory=list,
+        description="Defect ids to inject on purpose (see `specseed audit --matrix`).",
+    )
+
+    @field_validator("rng_profile")
+    @classmethod
+    def _known_profile(cls, value: str | None) -> str | None:
+        return None if value is None else one_of("rng profile", value, contract_names())
+
+    @field_validator("defects")
+    @classmethod
+    def _known_defects(cls, value: list[str]) -> list[str]:
+        for item in value:
+            one_of("defect", item, DEFECT_IDS)
+        if len(set(value)) != len(value):
+            raise ValueError("a defect is listed twice")
+        return value

@@ -1,0 +1,90 @@
+"""What an audit produces, and the progress events the runner emits while producing it.
+
+The runner emits :data:`AuditEvent` objects and returns an :class:`AuditResult`; reporters
+(``specseed.reporting``) consume both and never decide a verdict themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from specseed.checks.findings import FAILING, Finding
+from specseed.scenarios.schema import AuditConfig, Scenario
+from specseed.trace import RunTrace
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    """A scenario's recorded runs and the findings of every check on them."""
+
+    scenario: Scenario
+    source: str
+    """``builtin:<name>`` or the scenario file's path as model.yaml gives it."""
+    traces: dict[str, RunTrace]
+    """Recorded runs by run name."""
+    findings: tuple[Finding, ...]
+    seconds: float
+    """Wall time of the scenario's runs and checks."""
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """Everything an audit produced; reporters render it, the CLI maps it to an exit code."""
+
+    config: AuditConfig
+    contract: str
+    """The contract the engine was held to."""
+    scenarios: tuple[ScenarioResult, ...]
+    environment: dict[str, str]
+    """Versions and devices, as the engine adapter reports them."""
+    seconds: float
+    command: str = ""
+    """The command line that reproduces the audit."""
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [f for s in self.scenarios for f in s.findings]
+
+    @property
+    def verdict(self) -> str:
+        """``fail`` when any finding fails or errors, else ``pass``."""
+        return "fail" if any(f.status in FAILING for f in self.findings) else "pass"
+
+
+# -- progress events ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AuditStarted:
+    """The engine is about to load; ``runs`` runs of ``scenarios`` scenarios will follow."""
+
+    scenarios: int
+    runs: int
+    engine: str
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    scenario: str
+    run: str
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    scenario: str
+    run: str
+    seconds: float
+    failed: bool
+    """True when the run recorded an engine failure."""
+
+
+@dataclass(frozen=True)
+class ScenarioChecked:
+    """A scenario's runs are recorded and its checks applied."""
+
+    result: ScenarioResult
+
+
+AuditEvent = AuditStarted | RunStarted | RunFinished | ScenarioChecked
+EventHandler = Callable[[AuditEvent], None]
