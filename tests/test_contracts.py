@@ -100,7 +100,7 @@ VLLM = [
 
 @pytest.mark.parametrize("row", VLLM, ids=lambda r: f"K{r[0]}-n{r[1]}-{r[2]}{r[3]}-c{r[6]}")
 def test_vllm_generators_offsets_match_the_hand_derived_table(row: tuple) -> None:  # type: ignore[type-arg]
-    k, n, kind, index, kernel_row, request_seed, consumed, seed, subsequence, offset = row
+    k, n, kind, index, _kernel_row, request_seed, consumed, seed, subsequence, offset = row
     state = get_contract("vllm-generators").expected(
         request_seed=request_seed,
         decoding_iter=n,

@@ -236,9 +236,7 @@ lists every point where vLLM 0.32.0 consumes them."""
 
 ENTRY_POINT_GROUP = "specseed.contracts"
 
-CONTRACTS: dict[str, RngContract] = {
-    c.name: c for c in (IDEAL, TRTLLM_PR17599, VLLM_GENERATORS)
-}
+CONTRACTS: dict[str, RngContract] = {c.name: c for c in (IDEAL, TRTLLM_PR17599, VLLM_GENERATORS)}
 """The built-in contracts. ``all_contracts()`` adds those other packages register."""
 CONTRACT_NAMES: tuple[str, ...] = tuple(CONTRACTS)
 

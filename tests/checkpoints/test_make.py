@@ -9,9 +9,9 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from specseed.cli.app import app
 from specseed.engine_adapters.checkpoints import make_checkpoint
 from specseed.engine_adapters.checkpoints.make import CHECKPOINT_MODEL
-from specseed.cli.app import app
 from specseed.engine_adapters.reference.draft import Eagle3DraftHead
 from specseed.engine_adapters.reference.target import LlamaTarget
 

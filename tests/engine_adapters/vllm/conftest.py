@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from specseed.engine_adapters.checkpoints import CheckpointBundle, make_checkpoint
 from specseed.engine_adapters.base import EngineSettings
+from specseed.engine_adapters.checkpoints import CheckpointBundle, make_checkpoint
 from specseed.errors import EngineUnavailable
 
 
