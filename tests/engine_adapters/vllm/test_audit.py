@@ -56,8 +56,14 @@ def _statuses(audit: AuditResult, check: str) -> dict[str, set[str]]:
 def test_rng_layout_follows_the_vllm_contract_everywhere(audit: AuditResult) -> None:
     for check in ("rng-contract", "draw-ranges-disjoint", "distinct-seeds"):
         statuses = _statuses(audit, check)
-        assert statuses, check
-        assert all(s <= {"pass"} for s in statuses.values()), (check, statuses)
+        # skip: a scenario whose runs sample nothing (all greedy) has no draw to check.
+        assert all(s <= {"pass", "skip"} for s in statuses.values()), (
+            check,
+            sorted(statuses.items()),
+        )
+        for scenario in ("distinct-seeds", "batch-position", "batch-composition", "unseeded"):
+            if scenario in statuses or check == "rng-contract":
+                assert statuses.get(scenario) == {"pass"}, (check, scenario, statuses)
     assert _statuses(audit, "unseeded-independence") == {"unseeded": {"pass"}}
 
 
