@@ -18,7 +18,7 @@ separate draft model read ``engine.draft_checkpoint``; MTP uses the target's own
 
 
 class VllmOptions(BaseModel):
-    """``engine.options`` of ``engine.name: vllm``."""
+    """vLLM's own options (engine.options when engine.name is vllm)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
