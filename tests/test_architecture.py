@@ -13,7 +13,7 @@ PACKAGE = Path(specseed.__file__).parent
 LAYERS: list[tuple[str, ...]] = [
     ("specseed", "specseed.defects", "specseed.contracts", "specseed.errors"),
     ("specseed.rng",),
-    ("specseed.sampling",),
+    ("specseed.sampling", "specseed.taps"),
     ("specseed.trace",),
     ("specseed.engine_adapters",),
     ("specseed.scenarios",),

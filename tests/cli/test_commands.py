@@ -131,7 +131,12 @@ def test_schema_holds_each_engines_options_model() -> None:
     reference = next(r for r in rules if r["if"]["properties"]["name"]["const"] == "reference")
     assert reference["then"]["properties"]["options"]["$ref"] == "#/$defs/ReferenceOptions"
     options = schema["$defs"]["ReferenceOptions"]
-    assert set(options["properties"]) == {"model_seed", "rng_profile", "defects"}
+    assert set(options["properties"]) == {
+        "model_seed",
+        "rng_profile",
+        "defects",
+        "sampling_backend",
+    }
     assert options["additionalProperties"] is False
 
 

@@ -153,8 +153,8 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     if events == 0:
         yield Finding(
             status="skip",
-            message=f"{trace.name}: no sampling events recorded (nothing to hold to "
-            f"{contract.name})",
+            message=f"{trace.name}: no random numbers drawn{_why_none(trace)}, nothing to "
+            f"hold to {contract.name}",
             runs=(trace.name,),
         )
         return
@@ -191,6 +191,11 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         offsets=tuple(r for request in sorted(mismatched) for r in rows[request]),
         details=details,
     )
+
+
+def _why_none(trace: RunTrace) -> str:
+    scenario = [r for r in trace.header.requests if r.phase == "scenario"]
+    return " (every request is greedy)" if all(r.temperature == 0 for r in scenario) else ""
 
 
 def _follows(trace: RunTrace, contract: RngContract, max_draft_len: int) -> bool:
@@ -245,7 +250,11 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
     unrecorded = sampled_without_events(trace)
     drawn = sum(1 for events in per_request.values() for e in events if e.draws > 0)
     if unrecorded or drawn == 0:
-        why = unrecorded_reason(trace, unrecorded) if unrecorded else f"{trace.name}: no draws"
+        why = (
+            unrecorded_reason(trace, unrecorded)
+            if unrecorded
+            else f"{trace.name}: no random numbers drawn{_why_none(trace)}"
+        )
         yield Finding(status="skip", message=f"{why}; no draw ranges to compare")
         return
     violations: list[tuple[str, EventState, EventState]] = []

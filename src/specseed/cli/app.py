@@ -15,6 +15,7 @@ from specseed import __version__
 from specseed.cli import rng, scenarios
 from specseed.cli.audit import AUDIT_HELP, audit
 from specseed.cli.checkpoint import make_checkpoint
+from specseed.cli.doctor import doctor
 from specseed.cli.misc import checks, engines, init, schema
 
 app = typer.Typer(
@@ -54,6 +55,7 @@ app.add_typer(scenarios.app, name="scenarios")
 app.command("schema")(schema)
 app.command("checks")(checks)
 app.command("engines")(engines)
+app.command("doctor")(doctor)
 app.command("make-checkpoint")(make_checkpoint)
 app.add_typer(rng.app, name="rng", help="Inspect curand Philox streams (seed, subsequence, offset)")
 

@@ -437,6 +437,7 @@ def render_report(result: AuditResult, console: Console, exit_code: int) -> None
             console.print(
                 f"  [yellow]{finding.check}[/]: {escape(finding.limitation or finding.message)}"
             )
+    _print_skips(result, console)
     counts: dict[str, int] = defaultdict(int)
     for finding in result.findings:
         counts[finding.status] += 1
@@ -447,6 +448,38 @@ def render_report(result: AuditResult, console: Console, exit_code: int) -> None
     suspects = sorted({s.defect for f in failing for s in f.suspects})
     tail = f"; suspects: {', '.join(suspects)}" if suspects else ""
     console.print(f"{verdict}: {summary}{tail} (exit {exit_code})")
+
+
+MAX_SKIP_LINES = 8
+
+
+def _skip_reason(finding: Finding) -> str:
+    """A skip's reason without the run name it starts with (so equal reasons group)."""
+    for run in finding.runs:
+        if finding.message.startswith(f"{run}: "):
+            return finding.message[len(run) + 2 :]
+    prefix = f"{finding.check}: "
+    return finding.message[len(prefix) :] if finding.message.startswith(prefix) else finding.message
+
+
+def _print_skips(result: AuditResult, console: Console) -> None:
+    """Why checks were skipped, one line per distinct reason: a skip is not a pass."""
+    reasons: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for finding in result.findings:
+        if finding.status == "skip":
+            scenarios = reasons[(finding.check, _skip_reason(finding))]
+            if finding.scenario not in scenarios:
+                scenarios.append(finding.scenario)
+    if not reasons:
+        return
+    console.print(Text("Skipped (not judged, not passed):", style="bold"))
+    for (check, reason), scenarios in list(reasons.items())[:MAX_SKIP_LINES]:
+        where = ", ".join(scenarios[:3]) + (
+            f" and {len(scenarios) - 3} more" if len(scenarios) > 3 else ""
+        )
+        console.print(f"  [dim]{check}[/] ({escape(where)}): {escape(reason)}")
+    if len(reasons) > MAX_SKIP_LINES:
+        console.print(f"  [dim]… {len(reasons) - MAX_SKIP_LINES} more reasons in --json[/]")
 
 
 def render_matrix(matrix: MatrixResult, console: Console) -> None:

@@ -320,7 +320,7 @@ def _validate(
         raise ScenarioError(f"{source} does not validate", problems) from None
 
 
-MOVED_TO_OPTIONS = frozenset({"defects", "rng_profile", "model_seed"})
+MOVED_TO_OPTIONS = frozenset({"defects", "rng_profile", "model_seed", "sampling_backend"})
 """Keys that were shared engine keys before engines declared their own options."""
 
 

@@ -52,6 +52,7 @@ from specseed.engine_adapters.reference.rng_assignment import (
     RngBuffers,
 )
 from specseed.errors import EngineError
+from specseed.sampling.backend import make_backend
 from specseed.trace import (
     FULL_OBSERVABILITY,
     Phase,
@@ -149,6 +150,7 @@ class ReferenceEngine(EngineAdapter):
         self.options: ReferenceOptions = options_of(settings, ReferenceOptions)
         model_seed = self.options.model_seed
         self.device = torch.device(settings.device)
+        self.backend = make_backend(self.options.sampling_backend, settings.device)
         try:
             if settings.checkpoint is not None:
                 self.target = LlamaTarget.from_checkpoint(
@@ -181,6 +183,8 @@ class ReferenceEngine(EngineAdapter):
             "device": str(self.device),
             "platform": platform.platform(),
             "model": self.model_description,
+            "sampling_backend": self.backend.name,
+            **({"flashinfer": self.backend.version} if self.backend.version else {}),
         }
 
     def encode(self, prompt: tuple[int, ...] | str) -> tuple[int, ...]:
@@ -543,6 +547,7 @@ class _EngineRun:
             [row.request.plan.top_p for row, _, _ in entries],
             states,
             element0=self.element0,
+            backend=self.engine.backend,
         )
         self._record_events(entries, states, result, outcomes)
         return [tokens[0] for tokens in result.tokens]
@@ -567,7 +572,12 @@ class _EngineRun:
         entries: list[tuple[_Row, EventKind, int]] = [(row, "accept", 0) for row in verify_rows]
         states = self._assign(entries)
         result = sampler.verify(
-            draft_probs, draft_ids, torch.stack(target_probs), states, element0=self.element0
+            draft_probs,
+            draft_ids,
+            torch.stack(target_probs),
+            states,
+            element0=self.element0,
+            backend=self.engine.backend,
         )
         self._record_events(entries, states, result, outcomes)
         tokens_per_row = result.tokens
@@ -578,6 +588,7 @@ class _EngineRun:
                 tokens_per_row,
                 states,
                 element0=self.element0,
+                backend=self.engine.backend,
             )
         for row, tokens in zip(verify_rows, tokens_per_row, strict=True):
             outcomes[id(row)].emitted = tuple(tokens)

@@ -6,6 +6,8 @@ must stay light: pydantic and the data modules only, never torch.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from specseed.contracts import contract_names
@@ -29,6 +31,13 @@ class ReferenceOptions(BaseModel):
     defects: list[str] = Field(
         default_factory=list,
         description="Defect ids to inject on purpose (see `specseed audit --matrix`).",
+    )
+
+    sampling_backend: Literal["cpu", "flashinfer"] = Field(
+        "cpu",
+        description="Where sampling and rejection verification run: cpu (specseed's "
+        "flashinfer-exact CPU twins) or flashinfer (its CUDA kernels; needs device: cuda and "
+        "flashinfer-python).",
     )
 
     @field_validator("rng_profile")

@@ -1,8 +1,9 @@
 """The reference engine's sampling calls: probabilities in, tokens, draws and Philox states out.
 
-Every random choice goes through ``specseed.sampling`` (the flashinfer-exact CPU kernels), one
-call per engine kernel launch, with the seed/offset/subsequence tensors the engine filled.
-Greedy rows never reach a kernel: they take the argmax.
+Every random choice goes through a sampling backend (``specseed.sampling.backend``: the
+flashinfer-exact CPU twins by default, or flashinfer's CUDA kernels), one call per engine kernel
+call, with the seed/offset/subsequence tensors the engine filled. Greedy rows never reach a
+kernel: they take the argmax.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from dataclasses import dataclass
 
 import torch
 
-from specseed import sampling
 from specseed.engine_adapters.reference.rng_assignment import AssignedState, int64_bits
+from specseed.sampling.backend import CpuBackend, SamplingBackend
+
+CPU_BACKEND = CpuBackend()
 
 
 @dataclass(frozen=True)
@@ -74,14 +77,6 @@ def _state_tensors(
     return seeds, offsets, subsequences
 
 
-def _used_subsequences(states: Sequence[AssignedState]) -> list[int]:
-    return [row if s.subsequence is None else s.subsequence for row, s in enumerate(states)]
-
-
-def _indexing(element0: bool) -> sampling.SeedOffsetIndexing:
-    return "element0" if element0 else "per_row"
-
-
 def sample(
     probs: torch.Tensor,
     top_k: Sequence[int],
@@ -89,8 +84,9 @@ def sample(
     states: Sequence[AssignedState],
     *,
     element0: bool,
+    backend: SamplingBackend = CPU_BACKEND,
 ) -> KernelResult:
-    """One sampling launch over the rows of ``probs`` (unfiltered, temperature applied)."""
+    """One sampling call over the rows of ``probs`` (unfiltered, temperature applied)."""
     seeds, offsets, subsequences = _state_tensors(states)
     vocab = probs.shape[-1]
     filtering = any(0 < k < vocab for k in top_k) or any(p < 1.0 for p in top_p)
@@ -98,32 +94,17 @@ def sample(
         kernel = "top_k_top_p_sampling_from_probs"
         k_arr = torch.tensor([k if 0 < k < vocab else vocab for k in top_k], dtype=torch.int32)
         p_arr = torch.tensor(list(top_p), dtype=torch.float32)
-        tokens, draws = sampling.top_k_top_p_sampling_from_probs(
-            probs,
-            k_arr,
-            p_arr,
-            filter_apply_order="joint",
-            seed=seeds,
-            offset=offsets,
-            subsequence=subsequences,
-            seed_offset_indexing=_indexing(element0),
-            return_draws=True,
+        result = backend.top_k_top_p_sampling_from_probs(
+            probs, k_arr, p_arr, seeds, offsets, subsequences, element0=element0
         )
     else:
         kernel = "sampling_from_probs"
-        tokens, draws = sampling.sampling_from_probs(
-            probs,
-            seed=seeds,
-            offset=offsets,
-            subsequence=subsequences,
-            seed_offset_indexing=_indexing(element0),
-            return_draws=True,
-        )
+        result = backend.sampling_from_probs(probs, seeds, offsets, subsequences, element0=element0)
     return KernelResult(
         kernel,
-        [[int(t)] for t in tokens.tolist()],
-        [int(d) for d in draws.tolist()],
-        _used_subsequences(states),
+        [[int(t)] for t in result.tokens.tolist()],
+        [int(d) for d in result.draws.tolist()],
+        list(result.subsequences),
     )
 
 
@@ -134,28 +115,23 @@ def verify(
     states: Sequence[AssignedState],
     *,
     element0: bool,
+    backend: SamplingBackend = CPU_BACKEND,
 ) -> KernelResult:
-    """One rejection-sampling launch: accepted drafts plus the residual or bonus token per row."""
+    """One rejection-sampling call: accepted drafts plus the residual or bonus token per row."""
     seeds, offsets, subsequences = _state_tensors(states)
-    output, _accepted, emitted, draws = sampling.chain_speculative_sampling(
-        draft_probs,
-        draft_ids,
-        target_probs,
-        seed=seeds,
-        offset=offsets,
-        subsequence=subsequences,
-        seed_offset_indexing=_indexing(element0),
-        return_draws=True,
+    result = backend.chain_speculative_sampling(
+        draft_probs, draft_ids, target_probs, seeds, offsets, subsequences, element0=element0
     )
+    assert result.emitted is not None
     tokens = [
         [int(t) for t in row[: int(n) + 1]]
-        for row, n in zip(output.tolist(), emitted.tolist(), strict=True)
+        for row, n in zip(result.tokens.tolist(), result.emitted.tolist(), strict=True)
     ]
     return KernelResult(
         "chain_speculative_sampling",
         tokens,
-        [int(d) for d in draws.tolist()],
-        _used_subsequences(states),
+        [int(d) for d in result.draws.tolist()],
+        list(result.subsequences),
     )
 
 
@@ -166,6 +142,7 @@ def resample_residual_unnormalised(
     states: Sequence[AssignedState],
     *,
     element0: bool,
+    backend: SamplingBackend = CPU_BACKEND,
 ) -> list[list[int]]:
     """The ``biased-acceptance`` defect: after a rejection, the engine samples its own residual
     ``max(p - q, 0)`` with ``sampling_from_probs`` but forgets to normalise it, so a uniform
@@ -189,13 +166,9 @@ def resample_residual_unnormalised(
     if subsequences is None:
         # Keep each row's own kernel row as its subsequence, as in the accept kernel.
         subsequences = torch.tensor(rejected, dtype=torch.int64)
-    resampled = sampling.sampling_from_probs(
-        torch.stack(residuals),
-        seed=seeds,
-        offset=offsets,
-        subsequence=subsequences,
-        seed_offset_indexing=_indexing(element0),
-    )
+    resampled = backend.sampling_from_probs(
+        torch.stack(residuals), seeds, offsets, subsequences, element0=element0
+    ).tokens
     out = [list(row) for row in tokens]
     for k, i in enumerate(rejected):
         out[i][-1] = int(resampled[k])
