@@ -17,10 +17,12 @@ LAYERS: list[tuple[str, ...]] = [
     ("specseed.trace",),
     ("specseed.engine_adapters",),
     ("specseed.scenarios",),
+    ("specseed.distribution",),
     ("specseed.checks",),
     ("specseed.results",),
     ("specseed.runner", "specseed.matrix", "specseed.scope"),
     ("specseed.reporting",),
+    ("specseed.server",),
     ("specseed.cli", "specseed.__main__"),
 ]
 

@@ -9,7 +9,28 @@ SamplingParams.seed, or DEFAULT_SAMPLING_SEED = 42 when unset (uint64 bits kept)
 K + 1 offsets per decoding iteration, base = n * (K + 1); the target sampler and the rejection
 kernel read base + 0 (all K + 1 target rows of a request share it, one entry per logits row
 copied from the request's entry); draft step i reads base + 1 + i; subsequence = the row in
-the kernel call (flashinfer's blockIdx.x).
+the kernel call (flashinfer's blockIdx.x). Upstream's test of that era
+(test_rng_window_counter.py at commit d5e2f8f8a3) pins offsets [0, 0], [W, W], [2W, 2W] with
+W = K + 1 = 4 for two requests over three passes, the rows below for n = 0, 1, 2; it keys the
+counter by sequence slot and never resets it, which this contract does not model (README,
+"Auditing TensorRT-LLM").
+
+trtllm-pr19601 (TensorRT-LLM PRs #19505, commit ca3c570f22, and #19601, commit b88149e535;
+upstream test tests/unittest/_torch/speculative/hw_agnostic/test_rng_window_counter.py as of
+commit 04fa7c4c7f): the same K + 1 window and slots as pr17599; a seeded request's windows
+are counted per request (the per-slot counter restarts when a new request takes the slot:
+test_seeded_slot_reuse_resets_the_stream, [0, W] then [0, W] again); unseeded requests take
+windows k * (K + 1) from ONE counter in batch order (test_unseeded_requests_in_one_batch_get_
+distinct_windows: [0, W, 2W] then [3W, 4W, 5W]); seed 42.
+
+trtllm-slot-span (the same upstream test at its slot-span version, stored in the search index
+without its commit; it imports _RNG_SLOT_SPAN and UNSEEDED_OFFSET_BASE): WINDOW = ((K + 1) + K + 1) * SPAN; target
+row j in slot j; a block drafter's K rows start at slot K + 1 (test_block_rows_take_
+consecutive_slots: base + (4 + row) * SPAN for K = 3), so draft step i is slot K + 1 + i and the
+accept kernel the last slot, 2K + 1; seeded windows n * WINDOW per request; unseeded windows
+BASE + k * WINDOW from one counter (test_unseeded_requests_in_one_batch_get_distinct_windows:
+[BASE, BASE + W, BASE + 2W]), BASE = 2^62, seed 42. SPAN is assumed 1024 here (its value was
+not in the stored sources): with K = 3, WINDOW = 8 * 1024 = 8192.
 
 ideal (specseed's own layout): the request's seed (unseeded: one of its own, so no fixed
 value), subsequence 0, and per iteration a window of 2K + 2 slots of 1024 draws: target row j
@@ -23,6 +44,7 @@ import pytest
 from specseed.contracts import get_contract
 
 U64 = (1 << 64) - 1
+BASE = 1 << 62
 
 # (K, iteration n, kind, index, kernel row, request seed) -> (seed, subsequence, offset)
 PR17599 = [
@@ -40,6 +62,48 @@ PR17599 = [
     (1, 3, "draft", 0, 4, 9, 9, 4, 7),
     # K = 0: window 1, every iteration one target draw
     (0, 9, "target", 0, 0, None, 42, 0, 9),
+]
+
+# Seeded requests only: unseeded ones have a shared-counter window (UNSEEDED below).
+PR19601 = [
+    # K = 3: window 4, as pr17599 for a seeded request
+    (3, 0, "target", 0, 2, 7, 7, 2, 0),
+    (3, 1, "accept", 0, 1, 7, 7, 1, 4),
+    (3, 1, "draft", 0, 1, 7, 7, 1, 5),
+    (3, 2, "draft", 2, 0, 11, 11, 0, 11),
+    (3, 7, "target", 0, 5, -1, U64, 5, 28),
+    # K = 1: window 2
+    (1, 3, "draft", 0, 4, 9, 9, 4, 7),
+]
+
+SLOT_SPAN = [
+    # K = 3: slots target 0..3, draft 4..6, accept 7; window 8 * 1024 = 8192
+    (3, 0, "target", 0, 2, 7, 7, 2, 0),
+    (3, 0, "target", 3, 2, 7, 7, 2, 3072),
+    (3, 0, "draft", 0, 2, 7, 7, 2, 4096),
+    (3, 0, "draft", 2, 2, 7, 7, 2, 6144),
+    (3, 1, "accept", 0, 1, 7, 7, 1, 8192 + 7168),
+    (3, 2, "draft", 1, 0, 42, 42, 0, 16384 + 5120),
+    (3, 1, "target", 1, 3, -1, U64, 3, 8192 + 1024),
+    # K = 1: slots target 0..1, draft 2, accept 3; window 4096
+    (1, 2, "accept", 0, 0, 5, 5, 0, 8192 + 3072),
+    (1, 2, "draft", 0, 0, 5, 5, 0, 8192 + 2048),
+    # K = 0: target 0, accept 1; window 2048
+    (0, 4, "target", 0, 1, 5, 5, 1, 8192),
+]
+
+# Unseeded requests under a shared counter: (contract, K, kind, index, window k) -> offset,
+# from the upstream tests' sequences: window k of the shared counter starts at base + k * W.
+UNSEEDED = [
+    ("trtllm-pr19601", 3, "target", 0, 0, 0),
+    ("trtllm-pr19601", 3, "target", 0, 1, 4),
+    ("trtllm-pr19601", 3, "target", 0, 5, 20),
+    ("trtllm-pr19601", 3, "draft", 2, 5, 23),
+    ("trtllm-slot-span", 3, "target", 0, 0, BASE),
+    ("trtllm-slot-span", 3, "target", 0, 1, BASE + 8192),
+    ("trtllm-slot-span", 3, "target", 0, 2, BASE + 16384),
+    ("trtllm-slot-span", 3, "accept", 0, 2, BASE + 16384 + 7168),
+    ("trtllm-slot-span", 3, "draft", 0, 3, BASE + 3 * 8192 + 4096),
 ]
 
 IDEAL = [
@@ -75,6 +139,56 @@ def test_trtllm_pr17599_offsets_match_the_hand_derived_table(row: tuple) -> None
 @pytest.mark.parametrize("row", IDEAL, ids=lambda r: f"K{r[0]}-n{r[1]}-{r[2]}{r[3]}")
 def test_ideal_offsets_match_the_hand_derived_table(row: tuple) -> None:  # type: ignore[type-arg]
     _check("ideal", row)
+
+
+@pytest.mark.parametrize("row", PR19601, ids=lambda r: f"K{r[0]}-n{r[1]}-{r[2]}{r[3]}")
+def test_trtllm_pr19601_seeded_offsets_match_the_hand_derived_table(row: tuple) -> None:  # type: ignore[type-arg]
+    _check("trtllm-pr19601", row)
+
+
+@pytest.mark.parametrize("row", SLOT_SPAN, ids=lambda r: f"K{r[0]}-n{r[1]}-{r[2]}{r[3]}")
+def test_trtllm_slot_span_seeded_offsets_match_the_hand_derived_table(row: tuple) -> None:  # type: ignore[type-arg]
+    _check("trtllm-slot-span", row)
+
+
+@pytest.mark.parametrize("row", UNSEEDED, ids=lambda r: f"{r[0]}-K{r[1]}-{r[2]}{r[3]}-k{r[4]}")
+def test_unseeded_shared_counter_windows_have_the_hand_derived_form(row: tuple) -> None:  # type: ignore[type-arg]
+    name, k, kind, index, _window, offset = row
+    contract = get_contract(name)
+    # The iteration does not matter for an unseeded request: its window is the counter's.
+    for decoding_iter in (0, 3):
+        state = contract.expected(
+            request_seed=None, decoding_iter=decoding_iter, kind=kind, index=index, max_draft_len=k
+        )
+        assert state.seed == 42
+        assert state.matches_offset(offset)
+        # One draw off, or a window before the base, is not of the form.
+        assert not state.matches_offset(offset + 1)
+        assert not state.matches_offset(offset - (BASE if name == "trtllm-slot-span" else 1))
+
+
+def test_window_slots_of_the_slot_span_layout_are_disjoint_and_inside_the_window() -> None:
+    # test_window_slots_do_not_overlap upstream: every target row, draft step and the accept
+    # kernel own a stretch of SPAN draws, and none reaches the next window.
+    contract = get_contract("trtllm-slot-span")
+    for k in (0, 1, 3, 5):
+        events = [("target", j) for j in range(k + 1)] + [("draft", i) for i in range(k)]
+        events.append(("accept", 0))
+        slots = [contract.slot(kind, index, k) for kind, index in events]  # type: ignore[arg-type]
+        assert sorted(slots) == list(range(2 * k + 2))
+        assert contract.window_size(k) == (2 * k + 2) * contract.slot_stride
+
+
+def test_pr17599_and_pr19601_differ_only_for_unseeded_requests() -> None:
+    old, new = get_contract("trtllm-pr17599"), get_contract("trtllm-pr19601")
+    seeded = dict(request_seed=7, decoding_iter=3, kind="draft", index=1, max_draft_len=3)
+    assert old.expected(**seeded) == new.expected(**seeded)  # type: ignore[arg-type]
+    unseeded = dict(request_seed=None, decoding_iter=3, kind="target", index=0, max_draft_len=3)
+    assert old.expected(**unseeded).offset == 12  # type: ignore[arg-type]
+    # pr17599: iteration 3's window (12) and nothing else; pr19601: any window of the counter
+    assert not old.expected(**unseeded).matches_offset(0)  # type: ignore[arg-type]
+    assert new.expected(**unseeded).matches_offset(0)  # type: ignore[arg-type]
+    assert new.expected(**unseeded).matches_offset(12)  # type: ignore[arg-type]
 
 
 # vllm-generators (vLLM 0.32.0 V1, see the docstring of

@@ -17,6 +17,10 @@ Vocabulary (the same words as the traces):
   ``slot_stride`` draws each (``offsets="window"``); or, for engines that keep one stateful
   generator per request (vLLM), each event starts where the request's previous event ended
   (``offsets="sequential"``: the offset is the count of draws the request consumed before).
+- unseeded requests under a ``shared-counter`` layout take their windows from one counter that
+  every unseeded request of the engine advances, in batch order: the window is not a function
+  of the request alone, so the contract predicts only its form (``base + k * window_size``,
+  ``k`` unique to the request's iteration), and ``rng-contract`` checks exactly that.
 """
 
 from __future__ import annotations
@@ -34,6 +38,14 @@ DEFAULT_SAMPLING_SEED = 42
 """TensorRT-LLM's seed for requests that set none (``DEFAULT_SAMPLING_SEED``)."""
 UNSEEDED_SEED_BASE = 1 << 62
 """First seed the ideal layout hands to unseeded requests (one per request, counting up)."""
+TRTLLM_UNSEEDED_OFFSET_BASE = 1 << 62
+"""TensorRT-LLM's ``UNSEEDED_OFFSET_BASE`` (``pyexecutor/sampler/ops/custom.py``): where the
+shared counter of unseeded requests starts in the slot-span layout."""
+TRTLLM_RNG_SLOT_SPAN = 1024
+"""Draws per slot assumed for TensorRT-LLM's ``_RNG_SLOT_SPAN``. ASSUMED, NOT READ: the stored
+upstream unit test states the layout in units of ``_RNG_SLOT_SPAN`` but its value was not in
+the sources available here. Change it here if the version you audit uses another value (a
+wrong span shows up as offsets that differ from the prediction by a constant ratio)."""
 
 
 @dataclass(frozen=True)
@@ -58,8 +70,31 @@ class ExpectedState:
     subsequence: int | None
     """uint64 subsequence, or None where it is the event's kernel row (``row_subsequence``)."""
     offset: int | None
-    """uint64 offset of the event's first draw; None where the contract predicts none (an
-    unseeded request on a global generator that the whole engine consumes)."""
+    """uint64 offset of the event's first draw; under a shared window (``shared_window_base``
+    set) the event's place inside its window, which starts at some ``base + k * window``;
+    None where the contract predicts none (an unseeded request on a global generator that
+    the whole engine consumes)."""
+    shared_window_base: int | None = None
+    """Set where the window comes from a counter shared by unseeded requests: the first
+    window's offset. None: ``offset`` is the one prediction."""
+    window_size: int = 0
+    """Draws per window (used with ``shared_window_base``)."""
+
+    def matches_offset(self, observed: int) -> bool:
+        """Whether an observed offset is the predicted one (or of the predicted form)."""
+        if self.offset is None:
+            return True
+        if self.shared_window_base is None:
+            return observed == self.offset
+        start = observed - self.offset
+        return (
+            start >= self.shared_window_base
+            and (start - self.shared_window_base) % max(self.window_size, 1) == 0
+        )
+
+    def window_start(self, observed: int) -> int:
+        """The start of the shared window an observed offset lies in (for uniqueness)."""
+        return observed - (self.offset or 0)
 
 
 @dataclass(frozen=True)
@@ -78,6 +113,15 @@ class RngContract:
     separate_target_slots: bool
     """True: target row j and the accept kernel each have a slot; False: all share slot 0."""
     limitations: tuple[Limitation, ...] = field(default=())
+    accept_slot_last: bool = False
+    """With separate target slots: True puts the accept kernel after the draft steps (slot
+    2K + 1, TensorRT-LLM's slot-span layout); False right after the target rows (slot K + 1)."""
+    unseeded_offsets: Literal["own-iteration", "shared-counter"] = "own-iteration"
+    """Where an unseeded request's window comes from: its own iteration count, like a seeded
+    request's, or one counter shared by every unseeded request (advanced once per unseeded row
+    of every forward pass, in batch order, warmup included)."""
+    unseeded_offset_base: int = 0
+    """First offset of the shared counter's windows (``shared-counter`` only)."""
     reference: str = ""
     """Where the layout comes from (PR, document)."""
     offsets: Literal["window", "sequential"] = "window"
@@ -108,12 +152,15 @@ class RngContract:
         if kind == "draft":
             if not 0 <= index < max(max_draft_len, 1):
                 raise ValueError(f"draft step {index} outside 0..{max_draft_len - 1}")
-            first_draft_slot = max_draft_len + 2 if self.separate_target_slots else 1
-            return first_draft_slot + index
+            if not self.separate_target_slots:
+                return 1 + index
+            if self.accept_slot_last:
+                return max_draft_len + 1 + index
+            return max_draft_len + 2 + index
         if not self.separate_target_slots:
             return 0
         if kind == "accept":
-            return max_draft_len + 1
+            return 2 * max_draft_len + 1 if self.accept_slot_last else max_draft_len + 1
         if not 0 <= index <= max_draft_len:
             raise ValueError(f"target row {index} outside 0..{max_draft_len}")
         return index
@@ -145,14 +192,26 @@ class RngContract:
         ``consumed``: draws the request's earlier events consumed (sequential contracts
         only). Without it a sequential contract predicts no offset.
         """
+        subsequence = None if self.row_subsequence else 0
         if self.offsets == "sequential":
-            offset = None if request_seed is None and self.unseeded == "global-stream" else consumed
-        else:
-            offset = self.offset(decoding_iter, kind, index, max_draft_len)
+            sequential = (
+                None if request_seed is None and self.unseeded == "global-stream" else consumed
+            )
+            return ExpectedState(
+                seed=self.seed_for(request_seed), subsequence=subsequence, offset=sequential
+            )
+        if request_seed is None and self.unseeded_offsets == "shared-counter":
+            return ExpectedState(
+                seed=self.seed_for(request_seed),
+                subsequence=subsequence,
+                offset=self.offset(0, kind, index, max_draft_len),
+                shared_window_base=self.unseeded_offset_base,
+                window_size=self.window_size(max_draft_len),
+            )
         return ExpectedState(
             seed=self.seed_for(request_seed),
-            subsequence=None if self.row_subsequence else 0,
-            offset=offset,
+            subsequence=subsequence,
+            offset=self.offset(decoding_iter, kind, index, max_draft_len),
         )
 
     def limitation_for(self, check_id: str) -> Limitation | None:
@@ -176,6 +235,21 @@ IDEAL = RngContract(
     reference="specseed: the layout that holds every invariant",
 )
 
+_ROW_SUBSEQUENCE = Limitation(
+    "row-subsequence",
+    ("position-invariance", "batch-invariance", "overlap-invariance", "uptime-invariance"),
+    "flashinfer's kernels use the batch row as the Philox subsequence; the PR states "
+    "that a seeded request's tokens depend on its row",
+)
+_ONE_DRAW_SLOTS = Limitation(
+    "draw-overlap",
+    ("draw-ranges-disjoint", "distribution"),
+    "slots are one draw wide: the accept kernel (K + 1 or K + 2 draws) and multi-round "
+    "top-k/top-p kernels read into the next slots on the same row; the bonus token and "
+    "the next draft can read one draw, which couples consecutive tokens (seen by the "
+    "distribution check with K = 1 from about 500 copies in one batch)",
+)
+
 TRTLLM_PR17599 = RngContract(
     name="trtllm-pr17599",
     summary=(
@@ -188,27 +262,69 @@ TRTLLM_PR17599 = RngContract(
     slot_stride=1,
     separate_target_slots=False,
     limitations=(
-        Limitation(
-            "row-subsequence",
-            ("position-invariance", "batch-invariance", "overlap-invariance", "uptime-invariance"),
-            "flashinfer's kernels use the batch row as the Philox subsequence; the PR states "
-            "that a seeded request's tokens depend on its row",
-        ),
+        _ROW_SUBSEQUENCE,
         Limitation(
             "unseeded-shared-stream",
             ("unseeded-independence",),
             "unseeded requests all take seed 42 with per-request offsets, so requests that "
             "sit on the same row at the same iteration draw the same numbers",
         ),
-        Limitation(
-            "draw-overlap",
-            ("draw-ranges-disjoint",),
-            "slots are one draw wide: the accept kernel (K + 1 or K + 2 draws) and multi-round "
-            "top-k/top-p kernels read into the next slots on the same row",
-        ),
+        _ONE_DRAW_SLOTS,
     ),
     reference=(
-        "TensorRT-LLM PR 'Honor SamplingParams.seed on the one-model speculative path' (#17599)"
+        "TensorRT-LLM PR 'Honor SamplingParams.seed on the one-model speculative path' "
+        "(#17599, commit 2c0eca97d3). n is the request's own iteration: as merged, the window "
+        "index came from a counter per sequence slot that is not reset when a new request "
+        "takes the slot, so this prediction equals upstream's only for requests on a slot no "
+        "earlier request used (see README, 'Auditing TensorRT-LLM')"
+    ),
+)
+
+TRTLLM_PR19601 = RngContract(
+    name="trtllm-pr19601",
+    summary=(
+        "seed = SamplingParams.seed or 42; window of K + 1 offsets: target and accept at "
+        "base + 0, draft step i at base + 1 + i; seeded: base = n * (K + 1), counted per "
+        "request; unseeded: base = k * (K + 1) from one counter shared by all unseeded "
+        "requests; subsequence = the row in the kernel call"
+    ),
+    unseeded="default-seed",
+    row_subsequence=True,
+    slot_stride=1,
+    separate_target_slots=False,
+    unseeded_offsets="shared-counter",
+    unseeded_offset_base=0,
+    limitations=(_ROW_SUBSEQUENCE, _ONE_DRAW_SLOTS),
+    reference=(
+        "TensorRT-LLM PRs #19505 (commit ca3c570f22: unseeded requests on one shared window "
+        "counter) and #19601 (commit b88149e535: a seeded request's per-slot counter restarts "
+        "when a new request takes the slot); tests/unittest/_torch/speculative/hw_agnostic/"
+        "test_rng_window_counter.py. Unseeded windows start at 0 like seeded ones, so an "
+        "unseeded request and one seeded with 42 can meet on the same (seed, row, offset)"
+    ),
+)
+
+TRTLLM_SLOT_SPAN = RngContract(
+    name="trtllm-slot-span",
+    summary=(
+        "seed = SamplingParams.seed or 42; window of 2K + 2 slots of _RNG_SLOT_SPAN draws: "
+        "target rows 0..K, draft steps K + 1..2K, accept 2K + 1; seeded: base = n * window, "
+        "counted per request; unseeded: base = 2^62 + k * window from one shared counter; "
+        "subsequence = the row in the kernel call"
+    ),
+    unseeded="default-seed",
+    row_subsequence=True,
+    slot_stride=TRTLLM_RNG_SLOT_SPAN,
+    separate_target_slots=True,
+    accept_slot_last=True,
+    unseeded_offsets="shared-counter",
+    unseeded_offset_base=TRTLLM_UNSEEDED_OFFSET_BASE,
+    limitations=(_ROW_SUBSEQUENCE,),
+    reference=(
+        "TensorRT-LLM's slot-span layout (_RNG_SLOT_SPAN, UNSEEDED_OFFSET_BASE = 1 << 62), as "
+        "its unit test tests/unittest/_torch/speculative/hw_agnostic/test_rng_window_counter.py "
+        "states it (WINDOW = ((K + 1) + K + 1) * _RNG_SLOT_SPAN; a block drafter's rows start "
+        "at slot K + 1). The span's value is assumed (TRTLLM_RNG_SLOT_SPAN), not read"
     ),
 )
 
@@ -236,7 +352,9 @@ lists every point where vLLM 0.32.0 consumes them."""
 
 ENTRY_POINT_GROUP = "specseed.contracts"
 
-CONTRACTS: dict[str, RngContract] = {c.name: c for c in (IDEAL, TRTLLM_PR17599, VLLM_GENERATORS)}
+CONTRACTS: dict[str, RngContract] = {
+    c.name: c for c in (IDEAL, TRTLLM_PR17599, TRTLLM_PR19601, TRTLLM_SLOT_SPAN, VLLM_GENERATORS)
+}
 """The built-in contracts. ``all_contracts()`` adds those other packages register."""
 CONTRACT_NAMES: tuple[str, ...] = tuple(CONTRACTS)
 

@@ -100,6 +100,23 @@ DEFECTS: tuple[DefectClass, ...] = (
         "SGLang issue 35771",
         "the residual distribution after a rejection is not normalised before it is sampled",
     ),
+    DefectClass(
+        "accept-reuses-draft-draw",
+        "the accept test's uniform is the very number that drew the draft it tests, so "
+        "acceptance depends on the draft drawn and the output is biased",
+        "planted by specseed (issue 12): one random number shared by a draft step and its "
+        "own accept test",
+        "draft step i draws at the offset the next iteration's accept kernel reads for position i",
+    ),
+    DefectClass(
+        "draft-temperature-skipped",
+        "the draft probabilities handed to the accept test are taken at temperature 1 "
+        "while the drafts were drawn at the request's temperature, so the accept ratio is wrong",
+        "planted by specseed (issue 12): temperature applied to the draft's sampling but "
+        "not to its probabilities in the accept ratio",
+        "the draft head's probabilities kept for verification are softmax(logits), not "
+        "softmax(logits / T)",
+    ),
 )
 
 DEFECT_IDS: tuple[str, ...] = tuple(d.id for d in DEFECTS)

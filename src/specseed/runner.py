@@ -116,11 +116,10 @@ def plan_run(scenario: Scenario, run: RunSpec, base: EngineSettings) -> RunPlan:
     """One run of a scenario, resolved against the engine settings."""
     settings = _run_settings(base, run)
     requests = []
-    for name in run.requests:
-        spec = scenario.resolved_request(name)
+    for name, spec in scenario.served_requests(run):
         requests.append(
             RequestPlan(
-                request_id=name,
+                request_id=spec.name,
                 prompt=tuple(spec.prompt) if isinstance(spec.prompt, list) else spec.prompt,
                 seed=spec.seed,
                 temperature=spec.temperature,
@@ -174,6 +173,9 @@ def _missing_evidence(spec: CheckSpec, traces: Sequence[RunTrace]) -> str | None
     A check whose evidence the engine did not expose is skipped with the reason, never passed.
     """
     for trace in traces:
+        if trace.header.not_served is not None:
+            return f"run {trace.name} was not served: {trace.header.not_served}"
+    for trace in traces:
         missing = trace.header.observability.missing(spec.needs)
         if missing:
             what = " or ".join(EVIDENCE_TEXT[e] for e in missing)
@@ -219,6 +221,20 @@ def evaluate(
 
     def comparison(spec: ComparisonCheckSpec, expectation: Expectation) -> None:
         runs = [traces[name] for name in expectation.runs if name in traces]
+        served = [t for t in runs if t.header.not_served is None]
+        if runs and runs[0] in served and len(served) >= 2 and len(served) < len(runs):
+            # Compare what was served against the first run, and say what was not.
+            left_out = [t for t in runs if t not in served]
+            note = "; not served: " + "; ".join(
+                f"{t.name} ({t.header.not_served})" for t in left_out
+            )
+            narrowed = expectation.model_copy(update={"runs": [t.name for t in served]})
+            guarded(
+                spec,
+                served,
+                lambda: (replace(f, message=f.message + note) for f in spec.func(ctx, narrowed)),
+            )
+            return
         guarded(spec, runs, lambda: spec.func(ctx, expectation))
 
     for run_spec in run_checks():

@@ -20,7 +20,8 @@ from typing import IO, Any, Literal
 from specseed.contracts import EventKind
 
 TRACE_SCHEMA_VERSION = "1.1"
-"""1.1 added ``observability``, ``fresh_engine``, ``warmup_batches`` and ``warmup_batch``;
+"""1.1 added ``observability``, ``fresh_engine``, ``warmup_batches``, ``warmup_batch`` and
+``not_served``;
 1.0 traces (written by the reference engine only) read with the reference engine's values."""
 
 Phase = Literal["warmup", "prior", "scenario"]
@@ -180,6 +181,9 @@ class RunHeader:
     adapter reused an engine instance that served earlier runs of the audit."""
     warmup_batches: tuple[int, ...] = ()
     """Sizes of the warmup batches run before serving, in order."""
+    not_served: str | None = None
+    """Set when the engine could not serve the run as planned (why); the run has no outputs
+    and checks that read it skip with this reason."""
     schema_version: str = TRACE_SCHEMA_VERSION
 
 

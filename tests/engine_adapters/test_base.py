@@ -138,3 +138,21 @@ def test_input_the_engine_refuses_is_exit_2_before_anything_runs(tmp_path: Path)
         "s/two: request b: prompt token ids [1000000] are outside the vocabulary" in result.output
     )
     assert not list(traces.rglob("*.jsonl"))  # run "one" did not run either
+
+
+def test_diffs_never_blame_the_sampler_on_evidence_the_engine_hid() -> None:
+    from dataclasses import replace
+
+    from specseed.checks.evidence import stream_diff
+
+    plan = _plan()
+    left = ClaimsRngButRecordsNone(EngineSettings()).run(plan, TraceRecorder())
+    changed = replace(left.end, outputs={**left.end.outputs, "r0": (0, 1, 9, 3)})
+    right = replace(left, end=changed)
+    # The engine claims everything but recorded nothing: equal (empty) evidence on both sides
+    # reads as "sampler" ...
+    assert stream_diff(left, right, "r0").attribution == "sampler"  # type: ignore[union-attr]
+    # ... but an engine that exposes neither RNG state nor logits gets no such verdict.
+    hidden = replace(left.header, observability=TOKENS_ONLY)
+    diff = stream_diff(replace(left, header=hidden), replace(right, header=hidden), "r0")
+    assert diff is not None and diff.attribution == "tokens-only" and diff.position == 2

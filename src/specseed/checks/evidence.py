@@ -56,7 +56,7 @@ def follows_contract(
     return (
         (expected.seed is None or event.seed == expected.seed)
         and event.subsequence == subsequence
-        and (expected.offset is None or event.offset == expected.offset)
+        and expected.matches_offset(event.offset)
     )
 
 
@@ -185,6 +185,29 @@ def first_state_difference(
     return None
 
 
+def _within_observed(attribution: Attribution, left: RunTrace, right: RunTrace) -> Attribution:
+    """The attribution narrowed to what both engines exposed: equal evidence that was never
+    recorded proves nothing (no "sampler" verdict without logits and RNG state)."""
+    rng = all(t.header.observability.exposes("rng-state") for t in (left, right))
+    logits = all(t.header.observability.exposes("logits") for t in (left, right))
+    if rng and logits:
+        return attribution
+    rng_differs = attribution in ("rng-state", "rng-state-and-logits")
+    logits_differ = attribution in ("logits", "rng-state-and-logits")
+    if rng and rng_differs:
+        return "rng-state"
+    if logits and logits_differ:
+        return "logits"
+    if rng:
+        return "logits-unobserved"
+    return "tokens-only"
+
+
+def _tokens_only(trace: RunTrace) -> bool:
+    seen = trace.header.observability
+    return seen.rng_state is None and not seen.logits
+
+
 def stream_diff(
     left: RunTrace,
     right: RunTrace,
@@ -198,6 +221,17 @@ def stream_diff(
     position = first_divergence(left_tokens, right_tokens)
     if position is None:
         return None
+    if _tokens_only(left) and _tokens_only(right):
+        # Nothing but tokens to compare: say so rather than "same state, same logits".
+        return TokenDiff(
+            request=request,
+            position=position,
+            window_start=max(0, position - DIFF_CONTEXT),
+            left=_side(left.name, left_tokens, [], position),
+            right=_side(right.name, right_tokens, [], position),
+            attribution="tokens-only",
+            right_request=right_request,
+        )
     left_side = _side(left.name, left_tokens, emission_map(left, request), position)
     right_side = _side(right.name, right_tokens, emission_map(right, other), position)
     first = first_state_difference(
@@ -208,6 +242,7 @@ def stream_diff(
         # The token's own events agree, but an earlier draw did not (it changed drafts or
         # acceptance before it changed a token).
         attribution = "rng-state-and-logits" if attribution == "logits" else "rng-state"
+    attribution = _within_observed(attribution, left, right)
     return TokenDiff(
         request=request,
         position=position,

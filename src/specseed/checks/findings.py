@@ -16,12 +16,17 @@ STATUSES: tuple[Status, ...] = ("pass", "fail", "known-limitation", "error", "sk
 FAILING: frozenset[str] = frozenset({"fail", "error"})
 """Statuses that make the audit exit 1."""
 
-Attribution = Literal["rng-state", "logits", "rng-state-and-logits", "sampler"]
+Attribution = Literal[
+    "rng-state", "logits", "rng-state-and-logits", "sampler", "logits-unobserved", "tokens-only"
+]
 ATTRIBUTION_TEXT: dict[str, str] = {
     "rng-state": "RNG state differs",
     "logits": "logits differ (numerics)",
     "rng-state-and-logits": "RNG state and logits differ",
     "sampler": "same RNG state and logits, yet different token (sampler defect)",
+    "logits-unobserved": "same RNG state; the engine does not expose logits (numerics or "
+    "the sampler)",
+    "tokens-only": "tokens differ; the engine exposes neither RNG state nor logits",
 }
 
 

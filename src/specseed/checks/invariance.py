@@ -13,6 +13,7 @@ from specseed.checks.evidence import stream_diff
 from specseed.checks.findings import ATTRIBUTION_TEXT, Finding, Suspect, TokenDiff
 from specseed.checks.registry import comparison_check
 from specseed.checks.suspects import divergence_suspects, merge
+from specseed.checks.token_suspects import token_suspects
 from specseed.contracts import RngContract
 from specseed.scenarios.schema import Expectation
 from specseed.trace import RequestInfo, RunTrace
@@ -74,6 +75,7 @@ def _compare(
     applies: RequestFilter,
     varied: str,
     extra_suspects: Callable[[TokenDiff], list[Suspect]] | None = None,
+    note: str = "",
 ) -> Iterator[Finding]:
     traces = [ctx.traces[run] for run in expectation.runs]
     runs = tuple(expectation.runs)
@@ -100,7 +102,7 @@ def _compare(
     if not requests:
         yield Finding(
             status="skip",
-            message=f"no request in {', '.join(runs)} that {check_id} applies to",
+            message=f"no request in {', '.join(runs)} that {check_id} applies to{note}",
             runs=runs,
         )
         return
@@ -122,6 +124,9 @@ def _compare(
                 excused.append(diff)
                 continue
             diffs.append(diff)
+            if diff.attribution == "tokens-only":
+                suspects.extend(token_suspects(check_id, diff, base, other, set(requests)))
+                continue
             suspects.extend(divergence_suspects(diff, base, other, contract))
             if extra_suspects is not None:
                 suspects.extend(extra_suspects(diff))
@@ -156,7 +161,8 @@ def _compare(
     else:
         yield Finding(
             status="pass",
-            message=f"{plural(len(requests), 'request')} identical across {varied} ({', '.join(runs)})",
+            message=f"{plural(len(requests), 'request')} identical across {varied} "
+            f"({', '.join(runs)}){note}",
             runs=runs,
             requests=tuple(requests),
         )
@@ -167,11 +173,21 @@ def _compare(
     short="repeat",
     title="Run-to-run equality",
     description="Serving the same requests the same way twice, each on a fresh engine, gives "
-    "identical tokens for every request, seeded or not.",
+    "identical tokens for every request, seeded or not (on an engine not restarted between "
+    "runs, such as a server: every seeded and greedy request).",
     targets=(),
 )
 def run_to_run(ctx: CheckContext, expectation: Expectation) -> Iterator[Finding]:
-    yield from _compare(ctx, expectation, "run-to-run", _any, "a second identical run")
+    traces = [ctx.traces[run] for run in expectation.runs if run in ctx.traces]
+    if all(t.header.fresh_engine for t in traces):
+        yield from _compare(ctx, expectation, "run-to-run", _any, "a second identical run")
+        return
+    # Without a restart between runs, unseeded requests draw from wherever the engine's
+    # own stream has got to; only seeded and greedy ones must repeat.
+    note = "; unseeded requests not compared: the engine was not restarted between runs"
+    yield from _compare(
+        ctx, expectation, "run-to-run", _seeded_or_greedy, "a second identical run", note=note
+    )
 
 
 @comparison_check(

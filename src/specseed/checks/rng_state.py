@@ -30,6 +30,32 @@ def _scenario_rows(trace: RunTrace) -> Iterator[tuple[StepRecord, RowRecord]]:
                 yield step, row
 
 
+def _shared_window_clashes(
+    trace: RunTrace, contract: RngContract, max_draft_len: int
+) -> set[tuple[str, int]]:
+    """(request, iteration) pairs whose window, taken from a counter shared by unseeded
+    requests, another (request, iteration) also used: the shared counter handed one window out
+    twice. Empty unless the contract puts unseeded requests on a shared counter."""
+    if contract.unseeded_offsets != "shared-counter":
+        return set()
+    owners: dict[tuple[int, int], set[tuple[str, int]]] = defaultdict(set)
+    for _step, row in _scenario_rows(trace):
+        if trace.request(row.request_id).seed is not None:
+            continue
+        for event in row.events:
+            expected = contract.expected(
+                request_seed=None,
+                decoding_iter=row.decoding_iter,
+                kind=event.kind,
+                index=event.index,
+                max_draft_len=max_draft_len,
+            )
+            if expected.matches_offset(event.offset):
+                key = (event.seed, expected.window_start(event.offset))
+                owners[key].add((row.request_id, row.decoding_iter))
+    return {owner for group in owners.values() if len(group) > 1 for owner in group}
+
+
 def _shared_unseeded_seeds(trace: RunTrace) -> dict[str, set[int]]:
     """Unseeded scenario requests whose seed another unseeded request also used."""
     seeds: dict[str, set[int]] = defaultdict(set)
@@ -53,7 +79,9 @@ def _shared_unseeded_seeds(trace: RunTrace) -> dict[str, set[int]]:
     title="RNG state follows the contract",
     description="Every sampling event's seed, subsequence and offset equal the contract's "
     "prediction from the request's seed, decoding iteration, event slot and kernel row; "
-    "unseeded requests under a unique-seed contract each keep one seed of their own.",
+    "unseeded requests under a unique-seed contract each keep one seed of their own, and "
+    "under a shared-counter contract take windows of the stated form that no other request "
+    "or iteration took.",
     targets=(
         "engine-counter",
         "row-subsequence",
@@ -69,6 +97,7 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     contract = ctx.contract
     max_draft_len = ctx.max_draft_len(trace)
     shared = _shared_unseeded_seeds(trace) if contract.unseeded == "unique-seed" else {}
+    clashes = _shared_window_clashes(trace, contract, max_draft_len)
     rows: dict[str, list[OffsetRow]] = defaultdict(list)
     suspects: list[Suspect] = []
     mismatched: dict[str, set[str]] = defaultdict(set)
@@ -102,8 +131,20 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
             # Under a sequential contract an event on another generator has a position in
             # that stream, not in the request's: its seed is the whole mismatch.
             other_stream = contract.offsets == "sequential" and "seed" in mismatch
-            if expected.offset is not None and event.offset != expected.offset and not other_stream:
+            if not other_stream and (
+                not expected.matches_offset(event.offset)
+                or (row.request_id, row.decoding_iter) in clashes
+            ):
                 mismatch.append("offset")
+            expected_offset = expected.offset
+            if expected.shared_window_base is not None:
+                # A shared-counter window is predicted by its form only: show the observed
+                # offset where it has that form, else the first window's.
+                expected_offset = (
+                    event.offset
+                    if expected.matches_offset(event.offset)
+                    else expected.shared_window_base + (expected.offset or 0)
+                )
             label = event_state(event, step.step, row.decoding_iter).label()
             rows[row.request_id].append(
                 OffsetRow(
@@ -114,7 +155,7 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
                     event=label,
                     expected_seed=expected.seed,
                     expected_subsequence=expected_subsequence,
-                    expected_offset=expected.offset,
+                    expected_offset=expected_offset,
                     seed=event.seed,
                     subsequence=event.subsequence,
                     offset=event.offset,
@@ -137,7 +178,22 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
                         f"kernel row; {contract.name} expects {expected_subsequence}",
                     )
                 )
-            if "offset" in mismatch and contract.offsets == "window":
+            if "offset" in mismatch and expected.shared_window_base is not None:
+                clash = (row.request_id, row.decoding_iter) in clashes
+                suspects.append(
+                    Suspect(
+                        "unseeded-shared-stream",
+                        f"unseeded request {row.request_id} {label} drew at offset "
+                        f"{event.offset}, "
+                        + (
+                            "a window of the shared counter another request also drew"
+                            if clash
+                            else "which is no window of the counter shared by unseeded "
+                            f"requests (from {expected.shared_window_base})"
+                        ),
+                    )
+                )
+            elif "offset" in mismatch and contract.offsets == "window":
                 suspects.extend(offset_suspects(event, row.decoding_iter, contract, max_draft_len))
     unrecorded = sampled_without_events(trace)
     if unrecorded:
@@ -175,8 +231,13 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         for other in all_contracts().values()
         if other.name != contract.name and _follows(trace, other, max_draft_len)
     ]
+    if clashes:
+        details += (
+            "unseeded windows handed out more than once (request, iteration): "
+            + ", ".join(f"{r} {n}" for r, n in sorted(clashes)[:MAX_DETAIL_LINES]),
+        )
     if followed:
-        details = (
+        details += (
             f"every event follows contract {followed[0]} instead: the engine implements another "
             f"layout than {contract.name} (set engine.contract: {followed[0]} to audit it "
             "against its own layout)",

@@ -28,7 +28,7 @@ def runs_complete(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         extra = f", warmup batches {above} above max_num_requests {limit}" if above else ""
         yield Finding(
             status="pass",
-            message=f"{trace.name} completed in {plural(len(trace.steps), 'step')}{extra}",
+            message=f"{trace.name} completed {_duration(trace)}{extra}",
             runs=(trace.name,),
         )
         return
@@ -68,3 +68,10 @@ def _warmup_sizes(trace: RunTrace) -> list[int]:
                 seen.add(batch)
                 sizes.append(len(step.rows))
     return sizes
+
+
+def _duration(trace: RunTrace) -> str:
+    """How long the run was: engine steps where the engine exposes them, else seconds."""
+    if trace.header.observability.steps:
+        return f"in {plural(len(trace.steps), 'step')}"
+    return f"in {trace.end.seconds:.1f} s"

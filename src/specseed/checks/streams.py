@@ -38,12 +38,56 @@ def _events(trace: RunTrace, request: str) -> list[tuple[EventState, StepRecord,
 Located = tuple[EventState, StepRecord, SamplingEvent]
 
 
-def _shared_states(trace: RunTrace, a: str, b: str) -> list[tuple[Located, Located]]:
+def _events_by_request(trace: RunTrace) -> dict[str, list[Located]]:
+    """Every request's events in one pass (a run may hold thousands of requests, and the
+    checks below look at every pair of them)."""
+    out: dict[str, list[Located]] = {}
+    for step in trace.steps:
+        for row in step.rows:
+            if row.discarded:
+                continue
+            located = out.setdefault(row.request_id, [])
+            for event in row.events:
+                located.append((event_state(event, step.step, row.decoding_iter), step, event))
+    return out
+
+
+def _shared_states(
+    events: dict[str, list[Located]], a: str, b: str
+) -> list[tuple[Located, Located]]:
     """Events of ``a`` and ``b`` that start at the same (seed, subsequence, offset)."""
-    index = {item[0].triple(): item for item in _events(trace, b) if item[0].draws > 0}
+    index = {item[0].triple(): item for item in events.get(b, []) if item[0].draws > 0}
     return [
-        (item, index[item[0].triple()]) for item in _events(trace, a) if item[0].triple() in index
+        (item, index[item[0].triple()]) for item in events.get(a, []) if item[0].triple() in index
     ]
+
+
+def _candidate_pairs(
+    trace: RunTrace,
+    events: dict[str, list[Located]],
+    pairs: list[tuple[RequestInfo, RequestInfo]],
+) -> list[tuple[RequestInfo, RequestInfo]]:
+    """The pairs that can share a stream: a (seed, subsequence, offset) in common, or the
+    same setup and first tokens. Looking only at these keeps the checks linear in practice
+    for runs of thousands of requests (the distribution scenarios)."""
+    by_state: dict[tuple[int, int, int], set[str]] = {}
+    by_output: dict[tuple[object, ...], set[str]] = {}
+    involved = {r.request_id for pair in pairs for r in pair}
+    for request in involved:
+        # Every event, drawing or not: a superset of what _shared_states matches.
+        for state, _, _ in events.get(request, []):
+            by_state.setdefault(state.triple(), set()).add(request)
+    for pair in pairs:
+        for info in pair:
+            head = trace.end.outputs.get(info.request_id, ())[:MIN_TOKENS_FOR_IDENTITY]
+            if len(head) == MIN_TOKENS_FOR_IDENTITY:
+                key = (info.prompt_ids, info.temperature, info.top_k, info.top_p, head)
+                by_output.setdefault(key, set()).add(info.request_id)
+    together: set[frozenset[str]] = set()
+    for group in (*by_state.values(), *by_output.values()):
+        if len(group) > 1:
+            together.update(frozenset((a, b)) for a, b in combinations(sorted(group), 2))
+    return [(x, y) for x, y in pairs if frozenset((x.request_id, y.request_id)) in together]
 
 
 def _same_setup(x: RequestInfo, y: RequestInfo) -> bool:
@@ -139,9 +183,10 @@ def distinct_seeds(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     problems: list[str] = []
     suspects: list[Suspect] = []
     affected: set[str] = set()
-    for x, y in pairs:
+    events = _events_by_request(trace)
+    for x, y in _candidate_pairs(trace, events, pairs):
         found = _shared_stream(
-            trace, x, y, _shared_states(trace, x.request_id, y.request_id), ctx.contract
+            trace, x, y, _shared_states(events, x.request_id, y.request_id), ctx.contract
         )
         if found is not None:
             problems.append(found[0])
@@ -193,8 +238,9 @@ def unseeded_independence(ctx: CheckContext, trace: RunTrace) -> Iterator[Findin
     suspects: list[Suspect] = []
     affected: set[str] = set()
     max_draft_len = ctx.max_draft_len(trace)
-    for x, y in pairs:
-        shared = _shared_states(trace, x.request_id, y.request_id)
+    events = _events_by_request(trace)
+    for x, y in _candidate_pairs(trace, events, pairs):
+        shared = _shared_states(events, x.request_id, y.request_id)
         if (
             limitation is not None
             and shared

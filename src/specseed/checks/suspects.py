@@ -93,6 +93,15 @@ def seed_suspects(
                 f"the engine's seed of unseeded request {rid} in the same kernel call",
             )
         )
+    row0 = call_row0(step, event)
+    if not suspects and row0 is not None and row0[0] != request_id and row0[1] == event.seed:
+        suspects.append(
+            Suspect(
+                "row0-seed",
+                f"{request_id} asked for seed {fmt_seed(request_seed)} but sampled with seed "
+                f"{fmt_seed(event.seed)}, the seed of {row0[0]} at kernel row 0 of the same call",
+            )
+        )
     if not suspects:
         suspects.append(
             Suspect(

@@ -17,6 +17,7 @@ from specseed.cli.audit import AUDIT_HELP, audit
 from specseed.cli.checkpoint import make_checkpoint
 from specseed.cli.doctor import doctor
 from specseed.cli.misc import checks, engines, init, schema
+from specseed.cli.serve import SERVE_HELP, serve
 
 app = typer.Typer(
     name="specseed",
@@ -51,6 +52,7 @@ def _root(
 
 app.command("audit", help=AUDIT_HELP)(audit)
 app.command("init")(init)
+app.command("serve", help=SERVE_HELP)(serve)
 app.add_typer(scenarios.app, name="scenarios")
 app.command("schema")(schema)
 app.command("checks")(checks)

@@ -142,6 +142,10 @@ class RunStart:
     """False when the run reuses an engine instance that served earlier runs."""
     contract: str | None = None
     """The contract the engine claims to follow (None: the one the audit holds it to)."""
+    not_served: str | None = None
+    """Why the engine cannot serve this run as planned (a setting it cannot take, such as
+    ``max_draft_len: 0`` on a server that speculates); the run is recorded unserved and every
+    check that would read it says skip with this reason."""
 
 
 class EngineAdapter(ABC):
@@ -210,7 +214,8 @@ class EngineAdapter(ABC):
         try:
             start = self.start_run(plan)
             recorder.header(self._header(plan, start))
-            outputs = dict(self.serve(plan, recorder))
+            if start.not_served is None:
+                outputs = dict(self.serve(plan, recorder))
         except Exception as exc:  # an engine crash is evidence, not a reason to stop the audit
             failure = failure_from(exc, recorder)
             if not recorder.has_header:
@@ -232,6 +237,7 @@ class EngineAdapter(ABC):
             environment=self.environment(),
             observability=self.observes(plan),
             fresh_engine=start.fresh_engine,
+            not_served=start.not_served,
             warmup_batches=plan.warmup_batches,
         )
 

@@ -102,17 +102,36 @@ BUILTIN_ENGINES: tuple[EngineInfo, ...] = (
     ),
     EngineInfo(
         name="trtllm",
-        adapter="specseed.engine_adapters.trtllm:TrtllmEngine",
+        adapter="specseed.engine_adapters.trtllm.adapter:TrtllmEngine",
         summary="TensorRT-LLM's LLM API (PyTorch backend, one-model speculation)",
         observability=Observability(
-            steps=False,
+            steps=True,
             rng_state="philox",
             drafts=False,
             logits=False,
-            notes="per-row seed/offset of every flashinfer sampling call, through a tap",
+            notes="per-row seed/offset of every flashinfer sampling call, through a tap; "
+            "steps only under strict verification with a seed per sampled request",
         ),
+        options="specseed.engine_adapters.trtllm.options:TrtllmOptions",
         requires=("tensorrt_llm",),
         install="pip install tensorrt-llm --extra-index-url https://pypi.nvidia.com",
+    ),
+    EngineInfo(
+        name="openai",
+        adapter="specseed.engine_adapters.openai.adapter:OpenAIEngine",
+        summary="any OpenAI-compatible server over HTTP (vllm serve, trtllm-serve, SGLang, "
+        "a gateway, specseed serve)",
+        observability=Observability(
+            steps=False,
+            rng_state=None,
+            drafts=False,
+            logits=False,
+            notes="token ids only, over HTTP; batches are whatever the server makes of "
+            "concurrent requests",
+        ),
+        options="specseed.engine_adapters.openai.options:OpenAIOptions",
+        requires=("httpx",),
+        install="pip install 'specseed[http]'",
     ),
 )
 

@@ -410,7 +410,8 @@ def resolve_scenarios(entries: list[str], base_dir: Path) -> list[LoadedScenario
     for entry in entries:
         try:
             if entry == BUILTIN:
-                loaded.extend(load_library_scenario(name) for name in library_names())
+                library = (load_library_scenario(name) for name in library_names())
+                loaded.extend(item for item in library if item.scenario.default_audit)
             elif _looks_like_path(entry):
                 path = Path(entry) if Path(entry).is_absolute() else base_dir / entry
                 loaded.append(LoadedScenario(parse_scenario(read_source(path), entry), entry))

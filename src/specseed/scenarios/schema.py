@@ -28,6 +28,8 @@ from specseed.wording import one_of
 
 UINT64_MAX = (1 << 64) - 1
 INT64_MIN = -(1 << 63)
+DEFAULT_DISTRIBUTION_SAMPLES = 200
+"""Copies per request when a scenario's ``distribution`` names no ``samples``."""
 
 MIN_TEMPERATURE = 1e-5
 """Smallest non-zero temperature. Engines divide float32 logits by it (largest float32:
@@ -433,7 +435,36 @@ def cross_reference_problems(scenario: Scenario) -> list[tuple[Loc, str]]:
                         + _unknown("request", request, request_names),
                     )
                 )
+    distribution = scenario.distribution
+    for position, request in enumerate(distribution.requests or [] if distribution else []):
+        if request not in scenario.requests:
+            problems.append(
+                (
+                    ("distribution", "requests", position),
+                    "distribution: " + _unknown("request", request, request_names),
+                )
+            )
     return problems
+
+
+class DistributionSpec(StrictModel):
+    """Many seeded copies of a scenario's requests, for the ``distribution`` check.
+
+    Each listed request is served ``samples`` times as ``<name>.0`` .. ``<name>.<N-1>``, with
+    seed ``seed + i`` (seed 0 when the request sets none; unseeded requests stay unseeded).
+    A run that lists several of them gets their copies interleaved (``a.0, g.0, a.1, g.1,
+    ...``), so a greedy neighbour shares each batch with the sampled copies.
+    """
+
+    samples: int = Field(
+        DEFAULT_DISTRIBUTION_SAMPLES,
+        ge=1,
+        le=100_000,
+        description="Copies of each listed request (the check's sample size per request).",
+    )
+    requests: list[str] | None = Field(
+        None, description="Requests to copy (default: every request of the scenario)."
+    )
 
 
 class Scenario(StrictModel):
@@ -448,6 +479,16 @@ class Scenario(StrictModel):
     requests: dict[Slug, RequestSpec] = Field(min_length=1)
     runs: list[RunSpec] = Field(min_length=1)
     expect: list[Expectation] = Field(default_factory=list)
+    default_audit: bool = Field(
+        True,
+        description="Part of `builtin` (the default audit). false: a long scenario that runs "
+        "only when named (e.g. a large distribution sample).",
+    )
+    distribution: DistributionSpec | None = Field(
+        None,
+        description="Serve many seeded copies of the requests and test the emitted tokens "
+        "against the target's exact distribution (the `distribution` check).",
+    )
 
     @model_validator(mode="after")
     def _references_resolve(self) -> Scenario:
@@ -455,6 +496,31 @@ class Scenario(StrictModel):
         if problems:
             raise CrossReferenceError(problems)
         return self
+
+    def served_requests(self, run: RunSpec) -> list[tuple[str, ResolvedRequest]]:
+        """The requests a run serves, in submission order, as (request named in the run,
+        resolved request), with the distribution copies expanded (see
+        :class:`DistributionSpec`)."""
+        spec = self.distribution
+        if spec is None:
+            return [(name, self.resolved_request(name)) for name in run.requests]
+        copied = set(self.requests if spec.requests is None else spec.requests)
+        plain = [(n, self.resolved_request(n)) for n in run.requests if n not in copied]
+        templates = [self.resolved_request(n) for n in run.requests if n in copied]
+        copies = [
+            (
+                template.name,
+                template.model_copy(
+                    update={
+                        "name": f"{template.name}.{i}",
+                        "seed": None if template.seed is None else (template.seed + i) & UINT64_MAX,
+                    }
+                ),
+            )
+            for i in range(spec.samples)
+            for template in templates
+        ]
+        return plain + copies
 
     def resolved_request(self, name: str) -> ResolvedRequest:
         """A request with the scenario defaults filled in."""

@@ -9,6 +9,7 @@ or a fresh global generator, as in an audit.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -29,9 +30,12 @@ def _vllm_unavailable() -> str | None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     reason = None
+    here = Path(__file__).parent
     for item in items:
-        # The marker itself: item.keywords also holds directory names (a checkout named vllm).
-        if item.get_closest_marker("vllm") is not None:
+        # Only this directory's in-process tests (the vllm marker also tags `vllm serve` tests
+        # elsewhere, which bring their own interpreter), and by the marker itself:
+        # item.keywords also holds directory names (a checkout named vllm).
+        if here in Path(str(item.fspath)).parents and item.get_closest_marker("vllm"):
             reason = reason if reason is not None else (_vllm_unavailable() or "")
             if reason:
                 item.add_marker(pytest.mark.skip(reason=f"vLLM not importable: {reason}"))

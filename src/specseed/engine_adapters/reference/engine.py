@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import platform
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -120,6 +120,9 @@ class _Row:
     rng_iter: int
     """The iteration count the engine read when it filled the RNG buffers."""
     prefill: bool
+    rng_window: int | None = None
+    """The window taken from the counter shared by unseeded requests, where the contract has
+    one (``RngAssigner.take_window``)."""
 
 
 @dataclass
@@ -185,6 +188,8 @@ class ReferenceEngine(EngineAdapter):
             "model": self.model_description,
             "sampling_backend": self.backend.name,
             **({"flashinfer": self.backend.version} if self.backend.version else {}),
+            # What the samplers see (the distribution check's precision envelope).
+            "logits_dtype": "float32",
         }
 
     def encode(self, prompt: tuple[int, ...] | str) -> tuple[int, ...]:
@@ -210,6 +215,56 @@ class ReferenceEngine(EngineAdapter):
     def serve(self, plan: RunPlan, recorder: TraceRecorder) -> dict[str, tuple[int, ...]]:
         with _cpu_threads(1 if self.device.type == "cpu" else None):
             return _EngineRun(self, plan, recorder).serve()
+
+
+class ContinuousBatcher:
+    """Continuous batching under ``max_num_requests`` over one engine run, one step at a time.
+
+    Each :meth:`step` frees the slots of requests the host knows are done, admits arrivals
+    into the lowest free slots, and runs every active request together. ``_serve`` drives it
+    with a plan's arrival steps; ``specseed serve`` drives it with requests as they come in
+    over HTTP (``live.py``), so both schedule with the same code.
+    """
+
+    def __init__(self, run: _EngineRun) -> None:
+        self.run = run
+        self.active: list[_Request] = []
+        self.free_slots = list(range(run.settings.max_num_requests))
+        self.pending: list[_Row] | None = None
+
+    @property
+    def busy(self) -> bool:
+        """True while a request is active or the overlap scheduler holds unapplied results."""
+        return bool(self.active or self.pending)
+
+    def step(self, arrival: Callable[[], _Request | None]) -> None:
+        """One engine step; ``arrival()`` yields the next request to admit, or None."""
+        run = self.run
+        # Prepare this step from the host's view of the engine.
+        for request in list(self.active):
+            if request.host_done:
+                self.active.remove(request)
+                self.free_slots.append(request.slot)
+                request.release()
+        self.free_slots.sort()
+        while self.free_slots:
+            arrived = arrival()
+            if arrived is None:
+                break
+            run._admit(arrived, self.free_slots.pop(0))
+            self.active.append(arrived)
+        rows = [run._prepare(request, i) for i, request in enumerate(self.active)]
+        if self.pending is not None:
+            # Overlap: the previous step's results land only after this step is prepared.
+            run._apply(self.pending)
+            self.pending = None
+        if rows:
+            run._compute(rows)
+            if run.settings.overlap_scheduler:
+                self.pending = rows
+            else:
+                run._apply(rows)
+        run.step += 1
 
 
 @contextmanager
@@ -294,38 +349,18 @@ class _EngineRun:
 
     def _serve(self, requests: Sequence[_Request]) -> None:
         """Continuous batching of ``requests`` until all are done."""
-        limit = self.settings.max_num_requests
-        overlap = self.settings.overlap_scheduler
         order = sorted(range(len(requests)), key=lambda i: (requests[i].plan.arrival_step, i))
         waiting = deque(requests[i] for i in order)
-        active: list[_Request] = []
-        free_slots = list(range(limit))
-        pending: list[_Row] | None = None
+        batcher = ContinuousBatcher(self)
         start = self.step
-        while waiting or active or pending:
-            # Prepare this step from the host's view of the engine.
-            for request in list(active):
-                if request.host_done:
-                    active.remove(request)
-                    free_slots.append(request.slot)
-                    request.release()
-            free_slots.sort()
-            while waiting and waiting[0].plan.arrival_step <= self.step - start and free_slots:
-                request = waiting.popleft()
-                self._admit(request, free_slots.pop(0))
-                active.append(request)
-            rows = [self._prepare(request, i) for i, request in enumerate(active)]
-            if pending is not None:
-                # Overlap: the previous step's results land only after this step is prepared.
-                self._apply(pending)
-                pending = None
-            if rows:
-                self._compute(rows)
-                if overlap:
-                    pending = rows
-                else:
-                    self._apply(rows)
-            self.step += 1
+
+        def arrived() -> _Request | None:
+            if waiting and waiting[0].plan.arrival_step <= self.step - start:
+                return waiting.popleft()
+            return None
+
+        while waiting or batcher.busy:
+            batcher.step(arrived)
 
     def _prepare(self, request: _Request, row: int) -> _Row:
         decoding_iter = request.scheduled_iters
@@ -334,7 +369,10 @@ class _EngineRun:
         if "overlap-window-reuse" in self.defects:
             # The buggy engine reads the counter that moves when results are applied.
             rng_iter = request.applied_iters
-        return _Row(request, row, decoding_iter, rng_iter, prefill=decoding_iter == 0)
+        window = self.rng.take_window(request.request_seed)
+        return _Row(
+            request, row, decoding_iter, rng_iter, prefill=decoding_iter == 0, rng_window=window
+        )
 
     def _apply(self, rows: Sequence[_Row]) -> None:
         for row in rows:
@@ -505,6 +543,7 @@ class _EngineRun:
                 decoding_iter=row.rng_iter,
                 kind=kind,
                 index=index,
+                shared_window=row.rng_window,
             )
             for row, kind, index in rows
         ]
@@ -635,7 +674,10 @@ class _EngineRun:
                 for k, i in enumerate(sampled):
                     chosen[i] = tokens[k]
                     plan = rows[i].request.plan
-                    q_rows[i].append(sampler.filter_probs(probs[k], plan.top_k, plan.top_p))
+                    q = probs[k]
+                    if "draft-temperature-skipped" in self.defects:
+                        q = sampler.probs_from_logits(last_logits[i].unsqueeze(0), [1.0])[0]
+                    q_rows[i].append(sampler.filter_probs(q, plan.top_k, plan.top_p))
             for i in range(len(rows)):
                 proposals[i].append(chosen[i])
             chunks = [

@@ -7,10 +7,13 @@ bookkeeping, never a flag a check looks for:
 - ``engine-counter``: one engine-wide seed, bumped after every kernel call, offset 0.
 - ``neighbor-unseeded``: a call with any unseeded row samples every row from the engine's
   own stream (the first unseeded row's seed).
-- ``unseeded-shared-stream``: unseeded requests take the default seed 42.
+- ``unseeded-shared-stream``: unseeded requests take the default seed 42 (and, under a
+  shared-counter contract, windows from their own iteration count instead of the shared
+  counter: TensorRT-LLM issue 19487, which PR 19505 fixed).
 - ``draft-shared-offset``: every draft step reuses draft step 0's offset.
 - ``draw-overlap``: slots of a window are one draw apart whatever the contract says.
 - ``row-subsequence``: the subsequence is left at the kernel's default, the row.
+- ``accept-reuses-draft-draw``: draft step i draws where the next accept kernel's draw i is.
 - ``overlap-window-reuse``: lives in the scheduler (which iteration count is read).
 - ``row0-seed``: lives in the sampler call (flashinfer 0.6.4 mode).
 - ``warmup-overflow``: lives in the buffer sizing (``RngBuffers``).
@@ -52,6 +55,9 @@ class EventRequest:
     """The iteration count the engine read for this row (the overlap bug reads a stale one)."""
     kind: EventKind
     index: int
+    shared_window: int | None = None
+    """The window this row took from the counter shared by unseeded requests (None: the
+    window is the row's own iteration)."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,7 @@ class RngAssigner:
         self.max_draft_len = max_draft_len
         self._engine_counter = 0
         self._unseeded_count = 0
+        self._shared_windows = 0
         stride = 1 if "draw-overlap" in self.defects else contract.slot_stride
         self._layout = replace(contract, slot_stride=stride)
 
@@ -92,6 +99,19 @@ class RngAssigner:
         seed = UNSEEDED_SEED_BASE + self._unseeded_count
         self._unseeded_count += 1
         return seed
+
+    def take_window(self, request_seed: int | None) -> int | None:
+        """The shared-counter window of an unseeded request's row in a forward pass about to
+        run (None where the contract counts the request's own iterations). Called once per
+        scheduled row in batch order, warmup and discarded overlap rows included, as
+        TensorRT-LLM hands a window to every request of every forward pass."""
+        if request_seed is not None or self.contract.unseeded_offsets != "shared-counter":
+            return None
+        if "unseeded-shared-stream" in self.defects:
+            return None
+        window = self._shared_windows
+        self._shared_windows += 1
+        return window
 
     def assign(self, rows: Sequence[EventRequest]) -> list[AssignedState]:
         """States for the rows of one kernel call, in kernel-row order."""
@@ -108,7 +128,20 @@ class RngAssigner:
                 index = row.index
                 if row.kind == "draft" and "draft-shared-offset" in self.defects:
                     index = 0
-                offset = self._layout.offset(row.decoding_iter, row.kind, index, self.max_draft_len)
+                if row.shared_window is None:
+                    offset = self._layout.offset(
+                        row.decoding_iter, row.kind, index, self.max_draft_len
+                    )
+                else:
+                    offset = self._layout.unseeded_offset_base + self._layout.offset(
+                        row.shared_window, row.kind, index, self.max_draft_len
+                    )
+                if row.kind == "draft" and "accept-reuses-draft-draw" in self.defects:
+                    # Draw i of the next iteration's accept kernel is draft step i's draw.
+                    offset = (
+                        self._layout.offset(row.decoding_iter + 1, "accept", 0, self.max_draft_len)
+                        + index
+                    )
             row_default = self.contract.row_subsequence or "row-subsequence" in self.defects
             states.append(AssignedState(seed & UINT64_MASK, offset, None if row_default else 0))
         if rows:

@@ -1,0 +1,119 @@
+"""``specseed serve``: the reference engine behind an OpenAI-compatible API."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from specseed.cli.errors import error_boundary
+from specseed.errors import InputError
+
+SERVE_HELP = """Serve the reference engine (its contract and any injected defects
+from MODEL_YAML) over an OpenAI-compatible API: POST /v1/completions (prompt
+text or token ids; seed, temperature, top_k, top_p, max_tokens; token ids with
+return_token_ids: true or detokenize: false), GET /v1/models, GET /health.
+Concurrent requests share engine steps.
+
+[bold]Examples[/]
+
+  specseed serve
+  specseed serve model.yaml --port 8000
+  SPECSEED_KEY=secret specseed serve --api-key-env SPECSEED_KEY
+
+Listens on loopback unless --host says otherwise. --port 0 takes a free port;
+the first line printed is the URL. Exit codes: 2 bad input, 3 the engine could
+not load.
+"""
+
+
+def serve(
+    model_yaml: Annotated[
+        Path | None,
+        typer.Argument(
+            help="model.yaml whose engine section (reference) to serve (default: the "
+            "built-in tiny model, ideal contract, no defects).",
+            show_default=False,
+            metavar="MODEL_YAML",
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port (0 = any free port).")
+    ] = 8000,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key-env",
+            help="Name of an environment variable holding the API key clients must send "
+            "as 'Authorization: Bearer KEY' (default: no key).",
+            metavar="VAR",
+        ),
+    ] = None,
+    model_name: Annotated[
+        str, typer.Option("--model-name", help="Model id served in /v1/models.")
+    ] = "specseed-reference",
+    batch_window_ms: Annotated[
+        float,
+        typer.Option(
+            "--batch-window-ms",
+            min=0.0,
+            max=1000.0,
+            help="How long an idle engine waits for more requests before its first step.",
+        ),
+    ] = 20.0,
+) -> None:
+    from specseed.engine_adapters.base import options_of
+    from specseed.engine_adapters.reference.options import ReferenceOptions
+    from specseed.runner import base_settings
+    from specseed.scenarios.loader import load_audit_config
+    from specseed.scenarios.schema import AuditConfig
+    from specseed.server.launch import ServeOptions, is_loopback
+    from specseed.server.launch import serve as run_server
+
+    err = Console(stderr=True)
+    with error_boundary():
+        if model_yaml is not None:
+            config = load_audit_config(model_yaml)
+            base_dir = model_yaml.parent
+        else:
+            config, base_dir = AuditConfig(), Path.cwd()
+        api_key = None
+        if api_key_env is not None:
+            api_key = os.environ.get(api_key_env)
+            if not api_key:
+                raise InputError(
+                    f"--api-key-env {api_key_env}: that environment variable is not set",
+                    hint=f"export {api_key_env}=... first, or leave out --api-key-env",
+                )
+        if not is_loopback(host) and api_key is None:
+            err.print(
+                f"[yellow]warning:[/] listening on {host} with no API key: anyone who can "
+                "reach it can use it (see --api-key-env)"
+            )
+        settings = base_settings(config, base_dir)
+        options = ServeOptions(
+            host=host,
+            port=port,
+            model_name=model_name,
+            api_key=api_key,
+            batch_window_s=batch_window_ms / 1000.0,
+        )
+
+        def listening(url: str) -> None:
+            # The URL goes first and alone on stdout: scripts read it (with --port 0).
+            typer.echo(url)
+            options = options_of(settings, ReferenceOptions)
+            defects = ", ".join(options.defects) or "none"
+            err.print(
+                f"specseed serve: reference engine on {settings.device}, rng_profile "
+                f"{options.rng_profile or settings.contract}, defects: {defects}, "
+                f"max_num_requests "
+                f"{settings.max_num_requests}, max_draft_len {settings.max_draft_len}; "
+                "Ctrl+C stops"
+            )
+
+        run_server(settings, options, on_listening=listening)

@@ -1,0 +1,198 @@
+"""The reference engine serving requests as they arrive, for ``specseed serve``.
+
+An audit run replays a plan on a fresh engine; a server has one engine for its whole life,
+and requests come in whenever clients send them. :class:`LiveEngine` keeps one engine run
+open and drives the same :class:`ContinuousBatcher` the audit runs use, from one thread:
+each loop admits whatever arrived (into free slots, in arrival order) and steps every
+active request together, so requests sent concurrently really share engine steps and batch
+composition is what the scheduler made of the traffic, as in a production server.
+
+Thread model: only the engine thread touches engine state. Other threads call
+:meth:`LiveEngine.submit` with a callback; the callback runs on the engine thread when the
+request finishes (or fails), and must hand the result over without blocking.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
+from specseed.engine_adapters.reference.engine import (
+    ContinuousBatcher,
+    ReferenceEngine,
+    _cpu_threads,
+    _EngineRun,
+    _Request,
+)
+from specseed.trace import StepRecord, TraceRecorder
+
+
+@dataclass(frozen=True)
+class LiveResult:
+    """What a finished request gives back: its tokens, or why the engine could not serve it."""
+
+    prompt_ids: tuple[int, ...]
+    output_ids: tuple[int, ...]
+    error: str | None = None
+    """``ExceptionType: message`` when an engine step raised while the request was in it."""
+
+
+Callback = Callable[[LiveResult], None]
+
+
+@dataclass(frozen=True)
+class _Submission:
+    plan: RequestPlan
+    done: Callback
+
+
+class _StepCounter(TraceRecorder):
+    """A recorder that counts steps and keeps none: a server runs for as long as it likes."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.step_count = 0
+        self.largest_batch = 0
+
+    def step(self, step: StepRecord) -> None:
+        self.step_count += 1
+        self.largest_batch = max(self.largest_batch, len(step.rows))
+
+
+class LiveEngine:
+    """One reference engine run kept open; requests join it as they arrive.
+
+    ``batch_window_s``: when the engine is idle and a request arrives, wait this long for
+    others before the first step, so that requests a client sends together start together
+    (a busy engine admits arrivals at its next step anyway).
+    """
+
+    def __init__(
+        self, engine: ReferenceEngine, settings: EngineSettings, *, batch_window_s: float = 0.02
+    ) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.batch_window_s = batch_window_s
+        self._inbox: queue.SimpleQueue[_Submission] = queue.SimpleQueue()
+        self._ids = itertools.count()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.failures = 0
+        """Engine steps that raised (each one failed its requests and reset the engine)."""
+        self._fresh()
+
+    def _fresh(self) -> None:
+        """A new engine state: the model stays loaded, every RNG counter starts again."""
+        plan = RunPlan(scenario="serve", run="live", settings=self.settings, requests=())
+        self.recorder = _StepCounter()
+        self._run = _EngineRun(self.engine, plan, self.recorder)
+        self._run.phase = "scenario"
+        self._batcher = ContinuousBatcher(self._run)
+        self._waiting: deque[_Request] = deque()
+        self._callbacks: dict[int, Callback] = {}
+
+    # -- the client side (any thread) ----------------------------------------------------
+
+    def submit(self, plan: RequestPlan, done: Callback) -> None:
+        """Queue a request; ``done`` is called on the engine thread when it finishes."""
+        self._inbox.put(_Submission(plan, done))
+
+    def new_request_id(self) -> str:
+        return f"http-{next(self._ids)}"
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def steps(self) -> int:
+        """Engine steps since the last (re)start of the engine state."""
+        return self.recorder.step_count
+
+    @property
+    def largest_batch(self) -> int:
+        """Most rows one step has run since the last (re)start: evidence of real batching."""
+        return self.recorder.largest_batch
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="specseed-engine", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    # -- the engine thread --------------------------------------------------------------
+
+    def _accept(self, submission: _Submission) -> None:
+        try:
+            request = self._run._new_request(submission.plan)
+        except ValueError as exc:  # a prompt outside the vocabulary: that request only
+            submission.done(LiveResult((), (), f"ValueError: {exc}"))
+            return
+        self._callbacks[id(request)] = submission.done
+        self._waiting.append(request)
+
+    def _drain(self, wait_s: float) -> None:
+        """Accept everything queued, waiting up to ``wait_s`` for the first arrival."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                submission = self._inbox.get(timeout=remaining) if remaining > 0 else None
+            except queue.Empty:
+                submission = None
+            if submission is None:
+                try:
+                    submission = self._inbox.get_nowait()
+                except queue.Empty:
+                    return
+            self._accept(submission)
+
+    def _next_arrival(self) -> _Request | None:
+        return self._waiting.popleft() if self._waiting else None
+
+    def _loop(self) -> None:
+        with _cpu_threads(1 if self.engine.device.type == "cpu" else None):
+            while not self._stop.is_set():
+                idle = not (self._batcher.busy or self._waiting)
+                if idle:
+                    try:
+                        first = self._inbox.get(timeout=0.1)
+                    except queue.Empty:
+                        continue
+                    self._accept(first)
+                    self._drain(self.batch_window_s)
+                else:
+                    self._drain(0.0)
+                if not (self._batcher.busy or self._waiting):
+                    continue
+                try:
+                    self._batcher.step(self._next_arrival)
+                except Exception as exc:  # a crashed step fails its requests, not the server
+                    self._fail_all(f"{type(exc).__name__}: {exc}")
+                    continue
+                self._finish()
+
+    def _finish(self) -> None:
+        for request in self._batcher.active:
+            done = self._callbacks.pop(id(request), None) if request.done else None
+            if done is not None:
+                done(LiveResult(request.prompt_ids, tuple(request.output)))
+
+    def _fail_all(self, error: str) -> None:
+        """An engine step raised: fail every request the engine holds and start afresh."""
+        self.failures += 1
+        for request in [*self._batcher.active, *self._waiting]:
+            done = self._callbacks.pop(id(request), None)
+            if done is not None:
+                done(LiveResult(request.prompt_ids, tuple(request.output), error))
+            request.release()
+        self._fresh()

@@ -1,0 +1,1 @@
+"""``specseed serve``: the reference engine behind an OpenAI-compatible HTTP API."""

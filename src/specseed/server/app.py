@@ -1,0 +1,175 @@
+"""The ASGI application of ``specseed serve``: the reference engine behind an OpenAI API.
+
+Routes: ``POST /v1/completions``, ``GET /v1/models``, ``GET /health`` (and FastAPI's own
+``/openapi.json``). Every request handler hands its request to the one :class:`LiveEngine`
+thread and awaits the result, so concurrent requests share engine steps. With an API key,
+``/v1/*`` needs ``Authorization: Bearer <key>``; ``/health`` stays open for probes.
+Errors use the OpenAI envelope (``{"error": {"message", "type", "code"}}``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException
+
+from specseed import __version__
+from specseed.engine_adapters.base import RequestPlan
+from specseed.engine_adapters.reference.live import LiveEngine, LiveResult
+from specseed.server.protocol import (
+    CompletionChoice,
+    CompletionRequest,
+    CompletionResponse,
+    ModelCard,
+    ModelList,
+    Usage,
+    decode_text,
+    error_body,
+)
+
+DEFAULT_MODEL_NAME = "specseed-reference"
+
+_bearer = HTTPBearer(auto_error=False)
+
+
+def _settle(future: asyncio.Future[LiveResult], result: LiveResult) -> None:
+    if not future.done():  # the client may have gone away
+        future.set_result(result)
+
+
+def create_app(
+    live: LiveEngine, *, model_name: str = DEFAULT_MODEL_NAME, api_key: str | None = None
+) -> FastAPI:
+    """The FastAPI app serving ``live``; starts and stops its engine thread with the app."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        live.start()
+        try:
+            yield
+        finally:
+            live.stop()
+
+    app = FastAPI(title="specseed serve", version=__version__, lifespan=lifespan)
+    served = {"completions": 0}
+
+    def authorize(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> None:
+        if api_key is None:
+            return
+        given = credentials.credentials if credentials is not None else ""
+        if not secrets.compare_digest(given.encode(), api_key.encode()):
+            raise HTTPException(401, "missing or wrong API key (Authorization: Bearer ...)")
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(_: Request, exc: HTTPException) -> JSONResponse:
+        kind = "authentication_error" if exc.status_code == 401 else "invalid_request_error"
+        if exc.status_code >= 500:
+            kind = "server_error"
+        return JSONResponse(
+            error_body(str(exc.detail), kind, exc.status_code), status_code=exc.status_code
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'] if p != 'body')}: {err['msg']}"
+            for err in exc.errors()
+        )
+        return JSONResponse(error_body(problems, "invalid_request_error", 400), status_code=400)
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        if not live.running:
+            return JSONResponse(
+                error_body("the engine thread is not running", "server_error", 503),
+                status_code=503,
+            )
+        return JSONResponse(
+            {
+                "status": "ok",
+                "engine_steps": live.steps,
+                "largest_batch": live.largest_batch,
+                "engine_failures": live.failures,
+                "completions": served["completions"],
+            }
+        )
+
+    @app.get("/v1/models", dependencies=[Depends(authorize)])
+    async def models() -> ModelList:
+        return ModelList(data=[ModelCard(id=model_name)])
+
+    @app.post(
+        "/v1/completions",
+        dependencies=[Depends(authorize)],
+        response_model=CompletionResponse,
+        response_model_exclude_none=True,
+    )
+    async def completions(body: CompletionRequest) -> CompletionResponse:
+        if body.stream:
+            raise HTTPException(400, "stream: streaming is not served; send stream: false")
+        if body.model is not None and body.model != model_name:
+            raise HTTPException(404, f"the model {body.model!r} does not exist")
+        if not live.running:
+            raise HTTPException(503, "the engine thread is not running")
+        if len(body.prompt) == 0:
+            raise HTTPException(400, "prompt: the prompt is empty")
+        vocab = live.engine.vocab_size
+        if isinstance(body.prompt, list):
+            bad = [t for t in body.prompt if not 0 <= t < vocab]
+            if bad:
+                raise HTTPException(
+                    400, f"prompt: token ids {bad[:5]} are outside the vocabulary (size {vocab})"
+                )
+        plan = RequestPlan(
+            request_id=live.new_request_id(),
+            prompt=tuple(body.prompt) if isinstance(body.prompt, list) else body.prompt,
+            seed=body.seed,
+            temperature=body.temperature,
+            top_k=max(body.top_k, 0),
+            top_p=body.top_p,
+            max_tokens=body.max_tokens,
+        )
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[LiveResult] = loop.create_future()
+
+        def deliver(result: LiveResult) -> None:  # runs on the engine thread
+            loop.call_soon_threadsafe(_settle, future, result)
+
+        live.submit(plan, deliver)
+        result = await future
+        served["completions"] += 1
+        if result.error is not None:
+            raise HTTPException(
+                500, f"the engine failed while serving this request: {result.error}"
+            )
+        tokens = list(result.output_ids)
+        with_ids = body.return_token_ids or not body.detokenize
+        choice = CompletionChoice(
+            text=decode_text(tokens),
+            token_ids=tokens if with_ids else None,
+            prompt_token_ids=list(result.prompt_ids) if body.return_token_ids else None,
+        )
+        return CompletionResponse(
+            id=f"cmpl-{plan.request_id}",
+            created=int(time.time()),
+            model=model_name,
+            choices=[choice],
+            usage=Usage(
+                prompt_tokens=len(result.prompt_ids),
+                completion_tokens=len(tokens),
+                total_tokens=len(result.prompt_ids) + len(tokens),
+            ),
+        )
+
+    return app

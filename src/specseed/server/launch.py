@@ -1,0 +1,92 @@
+"""Start ``specseed serve``: load the engine, bind the socket, run uvicorn until stopped.
+
+The socket is bound here rather than by uvicorn so that ``--port 0`` can take a free port
+and say which one it got before serving (tests and scripts read that line).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from specseed.engine_adapters.base import EngineSettings
+from specseed.errors import EngineError, InputError
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How ``specseed serve`` listens."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    model_name: str = "specseed-reference"
+    api_key: str | None = None
+    batch_window_s: float = 0.02
+    """How long an idle engine waits for more arrivals before its first step."""
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0: any free port)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise InputError(f"--host {host}: cannot resolve it ({exc.strerror})") from None
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise InputError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.listen(128)
+    return sock
+
+
+def serve(
+    settings: EngineSettings,
+    options: ServeOptions,
+    *,
+    on_listening: Callable[[str], None] = lambda _url: None,
+) -> None:
+    """Serve until interrupted. Raises ``EngineError`` if the engine cannot load."""
+    import uvicorn
+
+    from specseed.engine_adapters.reference.engine import ReferenceEngine
+    from specseed.engine_adapters.reference.live import LiveEngine
+    from specseed.server.app import create_app
+
+    if settings.name != "reference":
+        raise EngineError(
+            f"specseed serve runs the reference engine, not {settings.name!r}",
+            hint="use a model.yaml with engine.name: reference",
+        )
+    engine = ReferenceEngine(settings)
+    live = LiveEngine(engine, settings, batch_window_s=options.batch_window_s)
+    app = create_app(live, model_name=options.model_name, api_key=options.api_key)
+    sock = bind(options.host, options.port)
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        # In-flight requests finish within a step or two; do not hang on a stuck client.
+        timeout_graceful_shutdown=3,
+    )
+    server = uvicorn.Server(config)
+    on_listening(f"http://{shown}:{port}")
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()

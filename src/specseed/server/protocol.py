@@ -1,0 +1,116 @@
+"""The OpenAI-compatible wire format ``specseed serve`` speaks, as pydantic models.
+
+``/v1/completions`` takes one prompt (text, or a list of token ids) with ``seed``,
+``temperature``, ``top_k``, ``top_p`` and ``max_tokens``, and returns token ids in both
+dialects real servers use:
+
+- vLLM and SGLang: ``return_token_ids: true`` adds ``choices[].token_ids`` (and
+  ``choices[].prompt_token_ids``);
+- trtllm-serve: ``detokenize: false`` adds ``choices[].token_ids``.
+
+The request models are what FastAPI publishes in ``/openapi.json``, so a client that
+detects its server's dialect from the schema sees both fields here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+INT64_MIN = -(1 << 63)
+UINT64_MAX = (1 << 64) - 1
+MAX_TOKENS_LIMIT = 4096
+"""Most tokens one request may ask for (keeps one request's work bounded)."""
+
+
+class CompletionRequest(BaseModel):
+    """Body of ``POST /v1/completions`` (the subset of the OpenAI API specseed serves)."""
+
+    # Unknown fields are ignored, as OpenAI-compatible servers do: clients send extras
+    # (user, logit_bias, ...) that do not change what this engine computes.
+    model_config = ConfigDict(extra="ignore")
+
+    model: str | None = Field(None, description="Served model name (see /v1/models).")
+    prompt: str | list[int] = Field(
+        description="Prompt text (encoded byte by byte) or a list of token ids."
+    )
+    seed: int | None = Field(
+        None,
+        ge=INT64_MIN,
+        le=UINT64_MAX,
+        description="Per-request sampling seed; an int64 is read as its uint64 bits.",
+    )
+    temperature: float = Field(1.0, ge=0.0, le=100.0, description="0 = greedy.")
+    top_k: int = Field(0, ge=-1, description="0 or -1 = no top-k filter.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(16, ge=1, le=MAX_TOKENS_LIMIT)
+    n: int = Field(1, ge=1, le=1, description="Only 1 is served.")
+    stream: bool = Field(False, description="Streaming is not served; must be false.")
+    return_token_ids: bool = Field(
+        False, description="vLLM/SGLang dialect: add choices[].token_ids and prompt_token_ids."
+    )
+    detokenize: bool = Field(
+        True, description="trtllm-serve dialect: false adds choices[].token_ids."
+    )
+
+
+class CompletionChoice(BaseModel):
+    index: int = 0
+    text: str
+    token_ids: list[int] | None = None
+    prompt_token_ids: list[int] | None = None
+    finish_reason: Literal["length", "stop"] = "length"
+    logprobs: None = None
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class CompletionResponse(BaseModel):
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    owned_by: str = "specseed"
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+def error_body(message: str, kind: str, code: int) -> dict[str, Any]:
+    """The OpenAI error envelope."""
+    return {"error": {"message": message, "type": kind, "code": code}}
+
+
+def decode_text(token_ids: list[int]) -> str:
+    """Text of token ids: the byte-level inverse of the engine's prompt encoding.
+
+    The reference engine has no tokenizer; ids below 256 are the bytes of UTF-8 text, any
+    other id is written ``<id>``. Audits read ``token_ids``, never this text.
+    """
+    parts: list[str] = []
+    raw = bytearray()
+    for token in token_ids:
+        if token < 256:
+            raw.append(token)
+            continue
+        if raw:
+            parts.append(raw.decode("utf-8", errors="replace"))
+            raw.clear()
+        parts.append(f"<{token}>")
+    if raw:
+        parts.append(raw.decode("utf-8", errors="replace"))
+    return "".join(parts)

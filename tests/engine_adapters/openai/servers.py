@@ -1,0 +1,198 @@
+"""Servers for the HTTP tests: ``specseed serve`` as a real subprocess, and tiny in-process
+ASGI apps (a seed-dropping proxy, a malformed server) under uvicorn in a thread.
+
+Everything listens on 127.0.0.1 on a free port, every wait is bounded, and every server is
+stopped when its ``with`` block ends, whatever happened inside it.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import uvicorn
+
+SRC = Path(__file__).resolve().parents[3] / "src"
+START_TIMEOUT_S = 90.0
+"""Bound on a server's start (torch import and model build on a busy 2-core machine)."""
+
+
+@dataclass
+class ServerProcess:
+    process: subprocess.Popen[str]
+    url: str
+
+    def kill(self) -> None:
+        """Kill the server at once (SIGKILL): a crash, not a shutdown."""
+        self.process.kill()
+        self.process.wait(timeout=10)
+
+
+def _read_line(process: subprocess.Popen[str], deadline: float) -> str:
+    assert process.stdout is not None
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ)
+    try:
+        while time.monotonic() < deadline:
+            if selector.select(timeout=0.2):
+                return process.stdout.readline().strip()
+            if process.poll() is not None:
+                break
+    finally:
+        selector.close()
+    return ""
+
+
+def wait_healthy(url: str, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"{url}/health did not answer in time")
+
+
+@contextmanager
+def specseed_serve(*args: str, env: dict[str, str] | None = None) -> Iterator[ServerProcess]:
+    """``python -m specseed serve --port 0 ARGS`` until the block ends (then killed)."""
+    command = [sys.executable, "-m", "specseed", "serve", "--port", "0", *args]
+    environment = {**os.environ, "PYTHONPATH": str(SRC), **(env or {})}
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=environment,
+    )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        url = _read_line(process, deadline)
+        if not url.startswith("http://"):
+            process.kill()
+            _, err = process.communicate(timeout=10)
+            raise RuntimeError(f"specseed serve did not start: {url!r} {err[-2000:]}")
+        wait_healthy(url, deadline)
+        yield ServerProcess(process, url)
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@contextmanager
+def asgi_server(app: object) -> Iterator[str]:
+    """Serve an ASGI app with uvicorn on a free loopback port in a thread; yields its URL."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off"))  # type: ignore[arg-type]
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+def seed_dropping_proxy(upstream: str) -> object:
+    """A gateway that forwards everything to ``upstream`` but drops ``seed`` from completions."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def forward(request: Request) -> Response:
+        body = await request.body()
+        if request.url.path == "/v1/completions":
+            import json
+
+            payload = json.loads(body)
+            payload.pop("seed", None)
+            body = json.dumps(payload).encode()
+        async with httpx.AsyncClient(base_url=upstream, timeout=60) as client:
+            answer = await client.request(
+                request.method,
+                request.url.path,
+                content=body,
+                headers={"content-type": "application/json"},
+            )
+        return Response(answer.content, answer.status_code, media_type="application/json")
+
+    return Starlette(
+        routes=[
+            Route("/{path:path}", forward, methods=["GET", "POST"]),
+        ]
+    )
+
+
+def malformed_server(kind: str) -> object:
+    """A server that speaks the OpenAI API badly, in one of several ways."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, PlainTextResponse, Response
+    from starlette.routing import Route
+
+    async def models(request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": "bad"}]})
+
+    async def openapi(request: Request) -> Response:
+        schema = {
+            "paths": {
+                "/v1/completions": {
+                    "post": {
+                        "requestBody": {
+                            "content": {
+                                "application/json": {
+                                    "schema": {"properties": {"return_token_ids": {}}}
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        return JSONResponse(schema)
+
+    async def completions(request: Request) -> Response:
+        if kind == "no-token-ids":
+            return JSONResponse({"choices": [{"index": 0, "text": "hello"}]})
+        if kind == "not-json":
+            return PlainTextResponse("<html>502 from the gateway</html>")
+        if kind == "always-500":
+            return JSONResponse({"error": {"message": "engine crashed"}}, status_code=500)
+        raise AssertionError(kind)
+
+    routes = [
+        Route("/v1/models", models),
+        Route("/v1/completions", completions, methods=["POST"]),
+    ]
+    if kind != "no-token-ids":  # that one has no schema: the client must probe
+        routes.append(Route("/openapi.json", openapi))
+    return Starlette(routes=routes)

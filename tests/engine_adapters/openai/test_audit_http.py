@@ -1,0 +1,259 @@
+"""Audits over HTTP: ``specseed serve`` runs as a real subprocess on 127.0.0.1 and is audited
+through the ``openai`` adapter, end to end through the CLI.
+
+- the defect-free server passes, and every check that needs more than tokens says skip;
+- each injected defect that changes tokens is caught through HTTP, and named;
+- a server killed mid-audit, a gateway that drops the seed, a server without token ids, one
+  that answers garbage and one that answers 500 each end in a clear finding or exit code.
+
+Load is bounded: the scenarios' own requests (tens per run), one retry with millisecond
+backoff, 30 s per HTTP attempt, and every server is killed when its test ends.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from specseed.cli.app import app
+from specseed.runner import RunFinished, plan_audit, run_audit
+from specseed.scenarios.loader import load_audit_config
+from tests.engine_adapters.openai.servers import (
+    asgi_server,
+    malformed_server,
+    seed_dropping_proxy,
+    specseed_serve,
+)
+
+pytestmark = pytest.mark.slow
+
+FAST_OPTIONS = {"retries": 1, "backoff_s": 0.01, "max_backoff_s": 0.05, "request_timeout_s": 30}
+
+RNG_CHECKS = ("rng-contract", "draw-ranges-disjoint", "distinct-seeds", "unseeded-independence")
+
+
+def _server_yaml(tmp_path: Path, name: str, engine: dict[str, object]) -> str:
+    path = tmp_path / f"{name}.model.yaml"
+    path.write_text(yaml.safe_dump({"engine": {"name": "reference", **engine}}))
+    return str(path)
+
+
+@contextmanager
+def servers(
+    tmp_path: Path, main: dict[str, object], variants: Sequence[dict[str, object]] = ()
+) -> Iterator[tuple[str, list[str]]]:
+    """``specseed serve`` for the main engine settings and one per variant."""
+    with ExitStack() as stack:
+        first = stack.enter_context(specseed_serve(_server_yaml(tmp_path, "main", main)))
+        urls = []
+        for i, variant in enumerate(variants):
+            yaml_path = _server_yaml(tmp_path, f"variant{i}", {**main, **variant})
+            urls.append(stack.enter_context(specseed_serve(yaml_path)).url)
+        yield first.url, urls
+
+
+def _model_yaml(
+    tmp_path: Path,
+    url: str,
+    scenarios: Sequence[str],
+    variants: Sequence[tuple[dict[str, object], str]] = (),
+    **options: object,
+) -> Path:
+    path = tmp_path / "model.yaml"
+    config = {
+        "engine": {
+            "name": "openai",
+            "options": {
+                "base_url": url,
+                **FAST_OPTIONS,
+                **options,
+                "variants": [{"when": when, "base_url": u} for when, u in variants],
+            },
+        },
+        "scenarios": list(scenarios),
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _audit(model_yaml: Path, *extra: str) -> tuple[int, dict, str]:
+    report = model_yaml.parent / "report.json"
+    result = CliRunner().invoke(
+        app, ["audit", str(model_yaml), "--json", str(report), "--no-progress", *extra]
+    )
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    data = json.loads(report.read_text()) if report.exists() else {}
+    return result.exit_code, data, result.output
+
+
+def _findings(report: dict, check: str) -> list[dict]:
+    return [f for f in report["findings"] if f["check"] == check]
+
+
+def test_defect_free_server_passes_and_skips_what_http_cannot_show(tmp_path: Path) -> None:
+    with servers(tmp_path, {}, [{"max_draft_len": 0}]) as (url, (no_spec,)):
+        model = _model_yaml(tmp_path, url, ["builtin"], [({"max_draft_len": 0}, no_spec)])
+        code, report, output = _audit(model, "--trace-dir", str(tmp_path / "traces"))
+    assert code == 0, output
+    statuses = {f["status"] for f in report["findings"]}
+    assert statuses <= {"pass", "skip"}, output
+    for check in RNG_CHECKS:
+        found = _findings(report, check)
+        assert found and all(f["status"] == "skip" for f in found), check
+        reasons = {f["message"].split(": ", 1)[1] for f in found}
+        assert any("does not expose" in r and "RNG state" in r for r in reasons), reasons
+        assert all("does not expose" in r or "was not served" in r for r in reasons), reasons
+    # The token-level checks ran and passed somewhere.
+    for check in ("run-to-run", "uptime-invariance", "batch-invariance", "position-invariance"):
+        assert any(f["status"] == "pass" for f in _findings(report, check)), check
+    # The strict run has no endpoint: the served runs are compared, and the finding says so.
+    [greedy] = _findings(report, "greedy-spec-equivalence")
+    assert greedy["status"] == "pass" and greedy["runs"] == ["no-speculation", "rejection"]
+    assert "not served: strict (the run sets verification=strict" in greedy["message"]
+    [overlap] = _findings(report, "overlap-invariance")
+    assert overlap["status"] == "skip" and "overlap_scheduler=True" in overlap["message"]
+    # The trace says which token-id dialect the server speaks and how that was found.
+    header = json.loads((tmp_path / "traces/uptime/cold.jsonl").read_text().splitlines()[0])
+    http = header["engine_config"]["options"]
+    assert header["observability"]["rng_state"] is None
+    assert header["fresh_engine"] is False
+    assert "return_token_ids" in json.dumps(header)
+    assert http["base_url"] == url
+
+
+DEFECTS = [
+    # defect, scenario, check that must fail, variant endpoint settings (if the scenario needs one)
+    ("engine-counter", "uptime", "uptime-invariance", None),
+    ("row0-seed", "batch-composition", "batch-invariance", None),
+    ("neighbor-unseeded", "batch-composition", "batch-invariance", None),
+    ("row-subsequence", "batch-position", "position-invariance", None),
+    (
+        "overlap-window-reuse",
+        "overlap-scheduler",
+        "overlap-invariance",
+        {"overlap_scheduler": True},
+    ),
+    ("greedy-drift", "greedy-speculation", "greedy-spec-equivalence", {"max_draft_len": 0}),
+]
+
+
+@pytest.mark.parametrize(
+    ("defect", "scenario", "check", "variant"), DEFECTS, ids=[d[0] for d in DEFECTS]
+)
+def test_each_token_changing_defect_is_caught_through_http(
+    tmp_path: Path, defect: str, scenario: str, check: str, variant: dict[str, object] | None
+) -> None:
+    engine: dict[str, object] = {"options": {"defects": [defect]}}
+    with servers(tmp_path, engine, [variant] if variant else []) as (url, others):
+        pairs = [(variant, others[0])] if variant else []
+        code, report, output = _audit(_model_yaml(tmp_path, url, [scenario], pairs))
+    assert code == 1, output
+    failing = [f for f in _findings(report, check) if f["status"] == "fail"]
+    assert failing, output
+    assert defect in {s["defect"] for f in failing for s in f["suspects"]}, output
+
+
+def test_server_killed_mid_audit_gives_findings_not_a_traceback(tmp_path: Path) -> None:
+    with specseed_serve() as server:
+        model = _model_yaml(tmp_path, server.url, ["reproducibility", "uptime"])
+        config = load_audit_config(model)
+        planned = plan_audit(config, tmp_path)
+
+        def kill_after_first_run(event: object) -> None:
+            if isinstance(event, RunFinished) and server.process.poll() is None:
+                server.kill()
+
+        started = time.monotonic()
+        result = run_audit(config, planned, tmp_path, on_event=kill_after_first_run)
+    assert time.monotonic() - started < 60
+    assert result.verdict == "fail"
+    crashed = [f for f in result.findings if f.check == "runs-complete" and f.status == "fail"]
+    assert len(crashed) == 4  # every run after the first
+    assert all("ServerUnavailable" in f.message for f in crashed)
+    assert any("ConnectError" in f.message or "Connect" in f.message for f in crashed)
+
+
+def test_nothing_listening_is_exit_3(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    code, _, output = _audit(_model_yaml(tmp_path, f"http://127.0.0.1:{port}", ["uptime"]))
+    assert code == 3, output
+    assert "cannot audit" in output and "ConnectError" in output
+    assert "Traceback" not in output
+
+
+def test_a_gateway_that_drops_the_seed_is_caught(tmp_path: Path) -> None:
+    with specseed_serve() as server, asgi_server(seed_dropping_proxy(server.url)) as gateway:
+        code, report, output = _audit(_model_yaml(tmp_path, gateway, ["reproducibility"]))
+    assert code == 1, output
+    [finding] = _findings(report, "run-to-run")
+    assert finding["status"] == "fail"
+    assert "seeded" in finding["requests"]
+    assert "proxy drops it" in json.dumps(finding["suspects"])
+
+
+@pytest.mark.parametrize(
+    ("kind", "exit_code", "says"),
+    [
+        ("no-token-ids", 3, "no token ids in either dialect"),
+        ("not-json", 1, "MalformedResponse: the completion is not JSON"),
+        ("always-500", 1, "HTTP 500: engine crashed (2 attempts)"),
+    ],
+)
+def test_malformed_servers_give_a_clear_finding_or_exit_code(
+    tmp_path: Path, kind: str, exit_code: int, says: str
+) -> None:
+    with asgi_server(malformed_server(kind)) as url:
+        started = time.monotonic()
+        code, report, output = _audit(_model_yaml(tmp_path, url, ["uptime"]))
+    assert time.monotonic() - started < 60
+    assert code == exit_code, output
+    assert "Traceback" not in output
+    shown = json.dumps(report) + output
+    assert says in " ".join(shown.split()), shown[:2000]
+
+
+def test_api_key_from_an_env_var_never_reaches_reports_or_traces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-test-5f3a9c0e"
+    monkeypatch.setenv("SPECSEED_TEST_KEY", secret)
+    with specseed_serve("--api-key-env", "SPECSEED_TEST_KEY") as server:
+        without = _model_yaml(tmp_path, server.url, ["uptime"])
+        code, _, output = _audit(without)
+        assert code == 3 and "API key" in output, output
+        model = _model_yaml(tmp_path, server.url, ["uptime"], api_key_env="SPECSEED_TEST_KEY")
+        traces = tmp_path / "traces"
+        code, _, output = _audit(
+            model, "--trace-dir", str(traces), "--junit", str(tmp_path / "j.xml")
+        )
+    assert code == 0, output
+    written = [tmp_path / "report.json", tmp_path / "j.xml", *traces.rglob("*.jsonl")]
+    assert all(secret not in p.read_text() for p in written)
+    assert secret not in output
+    assert "SPECSEED_TEST_KEY" in (tmp_path / "report.json").read_text()
+
+
+def test_an_audit_sends_exactly_its_planned_requests(tmp_path: Path) -> None:
+    import httpx
+
+    with specseed_serve() as server:
+        started = time.monotonic()
+        code, _, output = _audit(_model_yaml(tmp_path, server.url, ["uptime", "warmup"]))
+        elapsed = time.monotonic() - started
+        served = httpx.get(f"{server.url}/health").json()["completions"]
+    assert code == 0, output
+    # uptime: 3 runs x 3 requests, 5 + 3 prior requests; warmup: 2 runs x 2 requests and one
+    # warmup burst of max_num_requests + 4 = 12. The dialect came from /openapi.json: no probe.
+    assert served == 3 * 3 + 5 + 3 + 2 * 2 + 12
+    assert elapsed < 60
