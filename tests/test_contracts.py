@@ -189,3 +189,45 @@ def test_pr17599_and_pr19601_differ_only_for_unseeded_requests() -> None:
     assert not old.expected(**unseeded).matches_offset(0)  # type: ignore[arg-type]
     assert new.expected(**unseeded).matches_offset(0)  # type: ignore[arg-type]
     assert new.expected(**unseeded).matches_offset(12)  # type: ignore[arg-type]
+
+
+# vllm-generators (vLLM 0.32.0 V1, see the docstring of
+# specseed.engine_adapters.vllm.observe): a seeded request's events read its own generator in
+# order, so an event's offset is the draws of the request's earlier events; on the CPU, per
+# sampling iteration: the sampler 2 words (randint int64), and with n drafts the uniforms 2n
+# words (float64) and the recovered-token noise 2 * vocab words (float32 exponential_).
+# Vocabulary 512, K = 3: iteration 0 (prefill) 2 words; each later iteration with 3 drafts
+# 2 + 6 + 1024 = 1032 words. Unseeded requests read the global generator: no offset promised.
+# (K, iteration n, kind, index, kernel row, request seed, consumed) -> (seed, subseq, offset)
+VLLM = [
+    (3, 0, "target", 0, 0, 4321, 0, 4321, 0, 0),
+    (3, 1, "target", 3, 2, 4321, 2, 4321, 0, 2),
+    (3, 1, "accept", 0, 2, 4321, 4, 4321, 0, 4),
+    (3, 1, "accept", 1, 2, 4321, 10, 4321, 0, 10),
+    (3, 2, "target", 3, 1, 4321, 1034, 4321, 0, 1034),
+    (3, 3, "accept", 1, 0, 4321, 1034 + 1032 + 8, 4321, 0, 2074),
+    (0, 5, "target", 0, 3, 7, 10, 7, 0, 10),
+    (3, 4, "accept", 0, 1, None, 0, None, 0, None),
+    (3, 0, "target", 0, 0, U64, 0, U64, 0, 0),
+]
+
+
+@pytest.mark.parametrize("row", VLLM, ids=lambda r: f"K{r[0]}-n{r[1]}-{r[2]}{r[3]}-c{r[6]}")
+def test_vllm_generators_offsets_match_the_hand_derived_table(row: tuple) -> None:  # type: ignore[type-arg]
+    k, n, kind, index, _kernel_row, request_seed, consumed, seed, subsequence, offset = row
+    state = get_contract("vllm-generators").expected(
+        request_seed=request_seed,
+        decoding_iter=n,
+        kind=kind,
+        index=index,
+        max_draft_len=k,
+        consumed=consumed,
+    )
+    assert (state.seed, state.subsequence, state.offset) == (seed, subsequence, offset)
+
+
+def test_vllm_generators_without_the_consumed_count_predicts_no_offset() -> None:
+    state = get_contract("vllm-generators").expected(
+        request_seed=5, decoding_iter=2, kind="target", index=0, max_draft_len=3
+    )
+    assert (state.seed, state.offset) == (5, None)

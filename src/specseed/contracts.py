@@ -14,7 +14,9 @@ Vocabulary (the same words as the traces):
   (chain_speculative_sampling) that accepts drafts and draws the residual or bonus token;
   ``draft`` is draft step ``index``.
 - the offset window of iteration ``n`` starts at ``n * window_size`` and is cut into slots,
-  ``slot_stride`` draws each.
+  ``slot_stride`` draws each (``offsets="window"``); or, for engines that keep one stateful
+  generator per request (vLLM), each event starts where the request's previous event ended
+  (``offsets="sequential"``: the offset is the count of draws the request consumed before).
 - unseeded requests under a ``shared-counter`` layout take their windows from one counter that
   every unseeded request of the engine advances, in batch order: the window is not a function
   of the request alone, so the contract predicts only its form (``base + k * window_size``,
@@ -63,12 +65,15 @@ class ExpectedState:
     """The Philox state a contract predicts for one sampling event."""
 
     seed: int | None
-    """uint64 seed, or None where the contract only promises a seed unique to the request."""
+    """uint64 seed, or None where the contract only promises a seed unique to the request
+    (or, under ``unseeded="global-stream"``, the engine's global generator, whatever its seed)."""
     subsequence: int | None
     """uint64 subsequence, or None where it is the event's kernel row (``row_subsequence``)."""
-    offset: int
+    offset: int | None
     """uint64 offset of the event's first draw; under a shared window (``shared_window_base``
-    set) the event's place inside its window, which starts at some ``base + k * window``."""
+    set) the event's place inside its window, which starts at some ``base + k * window``;
+    None where the contract predicts none (an unseeded request on a global generator that
+    the whole engine consumes)."""
     shared_window_base: int | None = None
     """Set where the window comes from a counter shared by unseeded requests: the first
     window's offset. None: ``offset`` is the one prediction."""
@@ -77,6 +82,8 @@ class ExpectedState:
 
     def matches_offset(self, observed: int) -> bool:
         """Whether an observed offset is the predicted one (or of the predicted form)."""
+        if self.offset is None:
+            return True
         if self.shared_window_base is None:
             return observed == self.offset
         start = observed - self.offset
@@ -87,7 +94,7 @@ class ExpectedState:
 
     def window_start(self, observed: int) -> int:
         """The start of the shared window an observed offset lies in (for uniqueness)."""
-        return observed - self.offset
+        return observed - (self.offset or 0)
 
 
 @dataclass(frozen=True)
@@ -96,8 +103,9 @@ class RngContract:
 
     name: str
     summary: str
-    unseeded: Literal["default-seed", "unique-seed"]
-    """Unseeded requests take ``DEFAULT_SAMPLING_SEED`` or a seed of their own."""
+    unseeded: Literal["default-seed", "unique-seed", "global-stream"]
+    """Unseeded requests take ``DEFAULT_SAMPLING_SEED``, a seed of their own, or draw from the
+    engine's global generator (its seed and position are the engine's, not the request's)."""
     row_subsequence: bool
     """True: subsequence = the event's row in its kernel call; False: subsequence 0."""
     slot_stride: int
@@ -116,6 +124,10 @@ class RngContract:
     """First offset of the shared counter's windows (``shared-counter`` only)."""
     reference: str = ""
     """Where the layout comes from (PR, document)."""
+    offsets: Literal["window", "sequential"] = "window"
+    """``window``: offsets from the decoding iteration (``offset()``); ``sequential``: a
+    stateful generator per request, each event starting where the request's previous one
+    ended (``slot_stride`` and ``separate_target_slots`` unused)."""
 
     def __post_init__(self) -> None:
         for limitation in self.limitations:
@@ -159,7 +171,8 @@ class RngContract:
         return (base + self.slot(kind, index, max_draft_len) * self.slot_stride) & UINT64_MASK
 
     def seed_for(self, request_seed: int | None) -> int | None:
-        """The seed a request's events use (None: a seed unique to the request)."""
+        """The seed a request's events use (None: a seed unique to the request, or the
+        engine's global generator)."""
         if request_seed is not None:
             return request_seed & UINT64_MASK
         return DEFAULT_SAMPLING_SEED if self.unseeded == "default-seed" else None
@@ -172,9 +185,21 @@ class RngContract:
         kind: EventKind,
         index: int,
         max_draft_len: int,
+        consumed: int | None = None,
     ) -> ExpectedState:
-        """The state this contract predicts for one sampling event."""
+        """The state this contract predicts for one sampling event.
+
+        ``consumed``: draws the request's earlier events consumed (sequential contracts
+        only). Without it a sequential contract predicts no offset.
+        """
         subsequence = None if self.row_subsequence else 0
+        if self.offsets == "sequential":
+            sequential = (
+                None if request_seed is None and self.unseeded == "global-stream" else consumed
+            )
+            return ExpectedState(
+                seed=self.seed_for(request_seed), subsequence=subsequence, offset=sequential
+            )
         if request_seed is None and self.unseeded_offsets == "shared-counter":
             return ExpectedState(
                 seed=self.seed_for(request_seed),
@@ -303,10 +328,32 @@ TRTLLM_SLOT_SPAN = RngContract(
     ),
 )
 
+VLLM_GENERATORS = RngContract(
+    name="vllm-generators",
+    summary=(
+        "vLLM V1: each seeded request owns a torch.Generator seeded with its seed, consumed "
+        "sequentially by its sampling events (offset = draws so far, subsequence 0); "
+        "unseeded requests draw from the engine's global generator"
+    ),
+    unseeded="global-stream",
+    row_subsequence=False,
+    slot_stride=1,
+    separate_target_slots=False,
+    offsets="sequential",
+    reference=(
+        "vLLM 0.32.0 vllm/v1/worker/gpu_model_runner.py (_update_states: "
+        "torch.Generator.manual_seed(sampling_params.seed)), vllm/v1/worker/gpu_input_batch.py "
+        "(InputBatch.generators)"
+    ),
+)
+"""Offsets count the generator's outputs: 32-bit Mersenne Twister words on the CPU, the
+Philox offset (``Generator.get_offset()``) on CUDA. specseed.engine_adapters.vllm.observe
+lists every point where vLLM 0.32.0 consumes them."""
+
 ENTRY_POINT_GROUP = "specseed.contracts"
 
 CONTRACTS: dict[str, RngContract] = {
-    c.name: c for c in (IDEAL, TRTLLM_PR17599, TRTLLM_PR19601, TRTLLM_SLOT_SPAN)
+    c.name: c for c in (IDEAL, TRTLLM_PR17599, TRTLLM_PR19601, TRTLLM_SLOT_SPAN, VLLM_GENERATORS)
 }
 """The built-in contracts. ``all_contracts()`` adds those other packages register."""
 CONTRACT_NAMES: tuple[str, ...] = tuple(CONTRACTS)

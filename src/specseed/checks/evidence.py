@@ -32,15 +32,25 @@ def event_state(event: SamplingEvent, step: int, decoding_iter: int) -> EventSta
 
 
 def follows_contract(
-    event: EventState, request_seed: int | None, contract: RngContract, max_draft_len: int
+    event: EventState,
+    request_seed: int | None,
+    contract: RngContract,
+    max_draft_len: int,
+    *,
+    consumed: int | None = None,
 ) -> bool:
-    """True when the event's state is exactly the one ``contract`` predicts for it."""
+    """True when the event's state is exactly the one ``contract`` predicts for it.
+
+    ``consumed``: draws the request consumed before this event, for sequential contracts;
+    a caller that does not track it gets seed and subsequence compared, not the offset.
+    """
     expected = contract.expected(
         request_seed=request_seed,
         decoding_iter=event.decoding_iter,
         kind=event.kind,
         index=event.index,
         max_draft_len=max_draft_len,
+        consumed=consumed,
     )
     subsequence = event.kernel_row if expected.subsequence is None else expected.subsequence
     return (

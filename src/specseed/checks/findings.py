@@ -111,7 +111,7 @@ class OffsetRow:
     """``target[j]``, ``accept`` or ``draft[i]``."""
     expected_seed: int | None
     expected_subsequence: int | None
-    expected_offset: int
+    expected_offset: int | None
     seed: int
     subsequence: int
     offset: int

