@@ -96,6 +96,7 @@ def replay(
         base_dir,
         on_event=on_event,
         trace_writer=trace_writer,
+        keep_steps=True,  # the diff against the recording reads every step
         command=command,
         adapter=adapter,
     )

@@ -449,15 +449,27 @@ def render_root_causes(causes: Sequence[RootCause]) -> Group:
     return Group(title, grid)
 
 
+def _option_defaults(engine: str) -> dict[str, object]:
+    """The engine's option defaults (options equal to them are not worth a header mention)."""
+    from specseed.engine_adapters.registry import get_engine
+
+    try:
+        model = get_engine(engine).options_model()
+        return model().model_dump(mode="json") if model is not None else {}
+    except Exception:  # an options model with required fields, or an unknown plugin
+        return {}
+
+
 def render_report(
     result: AuditResult, console: Console, exit_code: int, *, summary: bool = False
 ) -> None:
     """Print the whole report (``summary``: the verdict table and root causes only)."""
     engine = result.config.engine
+    defaults = _option_defaults(engine.name)
     options = "".join(
         f", {key}: {', '.join(map(str, value)) if isinstance(value, list) else value}"
         for key, value in engine.options.items()
-        if value not in (None, [], "")
+        if value not in (None, [], "") and defaults.get(key, object()) != value
     )
     console.print(
         f"[bold]specseed audit[/]: engine [bold]{engine.name}[/] on {engine.device}, "

