@@ -87,12 +87,13 @@ _ASSIGNMENT = re.compile(r"(\b[A-Za-z][\w.-]*)(\s*[=:]\s*)(\S+)")
 
 
 def is_secret_name(name: str) -> bool:
-    """A field, flag or environment variable name that usually holds a secret: one of its
-    words is key, token, secret, password or credential (``OPENAI_API_KEY``, ``--api-key``,
-    ``hf_token``, ``apiKey``; not ``max_tokens``)."""
+    """A field, flag or environment variable name that usually holds a secret: its last word
+    is key, token, secret, password or credential (``OPENAI_API_KEY``, ``--api-key``,
+    ``hf_token``, ``apiKey``; not ``max_tokens``, ``return_token_ids`` or ``api_key_env``,
+    which names the variable, not its value)."""
     spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name.lstrip("-"))
     words = [w.lower() for w in re.split(r"[^A-Za-z0-9]+", spaced) if w]
-    return any(w in _SECRET_WORDS for w in words)
+    return bool(words) and words[-1] in _SECRET_WORDS
 
 
 def scrub_text(text: str) -> str:
@@ -409,7 +410,8 @@ class BundleWriter:
     def finish(self, result: AuditResult, exit_code: int) -> None:
         self._add_environment(result.environment)
         self.manifest.update(
-            status="complete",
+            # An interrupted audit reports what finished; its bundle must not read as whole.
+            status=f"interrupted by {result.interrupted}" if result.interrupted else "complete",
             verdict=result.verdict,
             exit_code=exit_code,
             seconds=round(result.seconds, 3),

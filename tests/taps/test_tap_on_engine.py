@@ -39,7 +39,9 @@ def _audit(fs: ModuleType, contract: str, defects: list[str]) -> tuple[Flashinfe
     engine = ReferenceEngine(base_settings(config.engine, Path.cwd()))
     engine.backend = FlashinferBackend(fs, "0.7.4", torch.device("cpu"))
     with FlashinferTap(fs) as tap:
-        result = run_audit(config, plan_audit(config, Path.cwd()), Path.cwd(), adapter=engine)
+        result = run_audit(
+            config, plan_audit(config, Path.cwd()), Path.cwd(), adapter=engine, keep_steps=True
+        )
     return tap, result
 
 

@@ -104,6 +104,10 @@ def _exit_code(result: AuditResult, output_problems: int) -> int:
         return EXIT_VIOLATION
     if output_problems or result.missing_evidence:
         return EXIT_OUTPUT
+    from specseed.scope import checked_nothing
+
+    if checked_nothing(result.findings):
+        return EXIT_NOTHING_CHECKED
     return EXIT_OK
 
 
@@ -276,7 +280,7 @@ def audit(
     out = _Stdout(stderr=json_path is not None and str(json_path) == "-")
     err = Console(stderr=True)
     from specseed.checks import CHECKS
-    from specseed.scope import check_scope, checked_nothing
+    from specseed.scope import check_scope
 
     with error_boundary(runs_engine=True):
         check_model_yaml_argument(model_yaml)
@@ -398,8 +402,6 @@ def audit(
                     raise typer.Exit(EXIT_SIGNAL[name]) from None
                 guard.defer()
                 exit_code = _finish(result, documents, console, err, bundle_dir)
-                if exit_code == EXIT_OK and checked_nothing(result.findings):
-                    exit_code = EXIT_NOTHING_CHECKED
             if guard.received and not result.interrupted:  # arrived while reports were written
                 exit_code = EXIT_SIGNAL[guard.received]
         finally:
