@@ -194,4 +194,10 @@ def test_vllm_serve_audited_over_http(tmp_path: Path) -> None:
         for f in spec_report["findings"]
         if f["scenario"] == "reproducibility" and f["check"] == "runs-complete"
     ]
-    assert any(f["status"] == "fail" and "HTTP 500" in f["message"] for f in crashed)
+    # The engine core crashes on the top_k request: the server answers 500, or, when the
+    # garbage memory made it die a request earlier, stops answering. Either is a finding.
+    assert any(
+        f["status"] == "fail"
+        and ("HTTP 500" in f["message"] or "ServerUnavailable" in f["message"])
+        for f in crashed
+    )

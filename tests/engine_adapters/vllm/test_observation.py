@@ -59,9 +59,9 @@ def test_rows_steps_and_fresh_engine_flags(engine, settings: EngineSettings) -> 
         assert {e.seed for e in seeded} == {11}
     # All requests are seeded or greedy: the second run reuses the engine, and says so.
     assert second.header.fresh_engine is False
-    # Greedy tokens do not depend on engine reuse (all-greedy rows never reach the sampling
-    # parameters the CPU rejection sampler leaves uninitialised).
-    assert first.end.outputs["g"] == second.end.outputs["g"]
+    # No token equality is asserted here: in this mixed batch vLLM 0.32.0's CPU build reads
+    # uninitialised sampling parameters (README, "vLLM 0.32.0 on the CPU"), greedy rows
+    # included, so tokens vary from run to run; the audit tests hold vLLM to that.
 
 
 def test_unseeded_request_gets_a_fresh_engine_and_the_global_generator(engine, settings) -> None:  # type: ignore[no-untyped-def]

@@ -47,7 +47,9 @@ def test_rng_contract_fails_on_draft_draws_from_the_global_generator(
         ),
         scenarios=["probabilistic.yaml"],
     )
-    result = run_audit(config, plan_audit(config, tmp_path), tmp_path, adapter=engine)
+    result = run_audit(
+        config, plan_audit(config, tmp_path), tmp_path, adapter=engine, keep_steps=True
+    )
     (scenario,) = result.scenarios
     trace = scenario.traces["alone"]
     assert not trace.failed, trace.end.failure
