@@ -85,3 +85,11 @@ def test_install_hints_survive_rich_markup(monkeypatch: pytest.MonkeyPatch) -> N
     result = CliRunner().invoke(app, ["doctor"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "'specseed[gpu]')" in result.output  # the reason wraps after 'install'
+
+
+def test_each_engine_is_listed_where_it_runs_and_samples() -> None:
+    from specseed.engine_adapters.inventory import take_inventory
+
+    rows = {r.engine: r for r in take_inventory().runnable if r.engine != "reference"}
+    assert (rows["trtllm"].device, rows["trtllm"].sampling_backend) == ("cuda", "flashinfer")
+    assert rows["openai"].device == "server" and rows["vllm"].device == "cpu/cuda"

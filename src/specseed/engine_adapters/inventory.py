@@ -157,13 +157,22 @@ def take_inventory() -> Inventory:
                 Runnable(engine, "cuda", "flashinfer", cuda and flashinfer.found, fi_reason)
             )
         else:
+            # Where each engine runs and samples (the engine's own sampler, not specseed's).
+            device, sampling, needs_cuda = {
+                "trtllm": ("cuda", "flashinfer", True),
+                "vllm": ("cpu/cuda", "vllm's own", False),
+                "openai": ("server", "the server's", False),
+            }.get(engine, ("any", "its own", False))
             if missing:
                 reason = f"{', '.join(missing)} is not installed"
-            elif not cuda:
+                if info.install:
+                    reason += f" ({info.install})"
+            elif needs_cuda and not cuda:
                 reason = "torch sees no CUDA device"
             else:
                 reason = "packages found (not imported)"
-            runnable.append(Runnable(engine, "cuda", "flashinfer", not missing and cuda, reason))
+            ok = not missing and (cuda or not needs_cuda)
+            runnable.append(Runnable(engine, device, sampling, ok, reason))
     return Inventory(
         specseed=__version__,
         python=platform.python_version(),
