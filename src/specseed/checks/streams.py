@@ -93,34 +93,6 @@ class _StreamIndex:
         return [(info[a], info[b], shared.get((a, b), [])) for a, b in ordered]
 
 
-def _candidate_pairs(
-    trace: RunTrace,
-    events: dict[str, list[Located]],
-    pairs: list[tuple[RequestInfo, RequestInfo]],
-) -> list[tuple[RequestInfo, RequestInfo]]:
-    """The pairs that can share a stream: a (seed, subsequence, offset) in common, or the
-    same setup and first tokens. Looking only at these keeps the checks linear in practice
-    for runs of thousands of requests (the distribution scenarios)."""
-    by_state: dict[tuple[int, int, int], set[str]] = {}
-    by_output: dict[tuple[object, ...], set[str]] = {}
-    involved = {r.request_id for pair in pairs for r in pair}
-    for request in involved:
-        # Every event, drawing or not: a superset of what _shared_states matches.
-        for state, _, _ in events.get(request, []):
-            by_state.setdefault(state.triple(), set()).add(request)
-    for pair in pairs:
-        for info in pair:
-            head = trace.end.outputs.get(info.request_id, ())[:MIN_TOKENS_FOR_IDENTITY]
-            if len(head) == MIN_TOKENS_FOR_IDENTITY:
-                key = (info.prompt_ids, info.temperature, info.top_k, info.top_p, head)
-                by_output.setdefault(key, set()).add(info.request_id)
-    together: set[frozenset[str]] = set()
-    for group in (*by_state.values(), *by_output.values()):
-        if len(group) > 1:
-            together.update(frozenset((a, b)) for a, b in combinations(sorted(group), 2))
-    return [(x, y) for x, y in pairs if frozenset((x.request_id, y.request_id)) in together]
-
-
 def _same_setup(x: RequestInfo, y: RequestInfo) -> bool:
     return (x.prompt_ids, x.temperature, x.top_k, x.top_p) == (
         y.prompt_ids,
