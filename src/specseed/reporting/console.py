@@ -151,9 +151,9 @@ def _checks_cell(statuses: dict[str, str]) -> Text:
     return text if text else Text("no checks", style="dim")
 
 
-def verdict_table(result: AuditResult, width: int | None = None) -> Table:
+def verdict_table(result: AuditResult) -> Table:
     """One row per scenario: its worst status, then its checks grouped by status (reads at
-    any ``width`` down to 80 columns: the checks cell wraps)."""
+    80 columns: the checks cell wraps)."""
     cells: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for scenario in result.scenarios:
         for finding in scenario.findings:
@@ -177,7 +177,7 @@ def verdict_table(result: AuditResult, width: int | None = None) -> Table:
     return table
 
 
-def _legend(result: AuditResult, width: int | None = None) -> Text:
+def _legend(result: AuditResult) -> Text:
     used = {f.check for f in result.findings}
     parts = [f"{CHECKS[c].short}={c}" for c in _ordered_checks() if c in used]
     return Text("checks: " + ", ".join(parts), style="dim")
@@ -477,8 +477,8 @@ def render_report(
         f"max_draft_len {engine.max_draft_len}, {plural(len(result.scenarios), 'scenario')}, "
         f"{plural(sum(len(s.traces) for s in result.scenarios), 'run')} in {result.seconds:.1f}s"
     )
-    console.print(verdict_table(result, console.width))
-    console.print(_legend(result, console.width))
+    console.print(verdict_table(result))
+    console.print(_legend(result))
     failing = [f for f in result.findings if f.status in ("fail", "error")]
     causes = root_causes(failing)
     if causes:
