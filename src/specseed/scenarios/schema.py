@@ -68,12 +68,8 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _check_one_of(kind: str, value: str, known: tuple[str, ...]) -> str:
-    return one_of(kind, value, known)
-
-
 def _known_defect(value: str) -> str:
-    return _check_one_of("defect", value, DEFECT_IDS)
+    return one_of("defect", value, DEFECT_IDS)
 
 
 # -- model.yaml ---------------------------------------------------------------------------
@@ -125,12 +121,12 @@ class EngineConfig(StrictModel):
     @field_validator("name")
     @classmethod
     def _known_engine(cls, value: str) -> str:
-        return _check_one_of("engine", value, engine_names())
+        return one_of("engine", value, engine_names())
 
     @field_validator("contract")
     @classmethod
     def _known_contract(cls, value: str) -> str:
-        return _check_one_of("contract", value, contract_names())
+        return one_of("contract", value, contract_names())
 
 
 CHECK_IDS_CONTEXT = "check_ids"
