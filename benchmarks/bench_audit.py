@@ -33,11 +33,12 @@ from pathlib import Path
 
 from specseed.checks.context import CheckContext
 from specseed.checks.registry import run_checks
-from specseed.contracts import get_contract
-from specseed.runner import base_settings, create_adapter, plan_audit, plan_run, run_audit
+from specseed.core.contracts import get_contract
+from specseed.plan.planning import base_settings, plan_audit, plan_run
+from specseed.run.execute import create_adapter, run_audit
 from specseed.scenarios.loader import parse_scenario
 from specseed.scenarios.schema import AuditConfig, EngineConfig
-from specseed.trace import RunTrace, TraceRecorder
+from specseed.traces.records import RunTrace, TraceRecorder
 
 MAX_TOKENS = 4
 PER_SCENARIO = 100
@@ -180,7 +181,7 @@ def memory(sizes: list[int]) -> None:
 def validation_errors(keys: int) -> None:
     """A scenario with ``keys`` unknown keys: YAML parsing against validating and writing the
     error lines (which walked the YAML tree once per error before the node index)."""
-    from specseed.errors import ScenarioError
+    from specseed.core.errors import ScenarioError
     from specseed.scenarios import loader
     from specseed.scenarios.schema import Scenario
 

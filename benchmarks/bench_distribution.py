@@ -29,16 +29,11 @@ import torch
 
 from specseed.checks.context import CheckContext
 from specseed.checks.distribution import distribution
-from specseed.contracts import get_contract
+from specseed.core.contracts import get_contract
 from specseed.distribution import oracle as oracle_module
-from specseed.runner import (
-    AuditResult,
-    PlannedScenario,
-    base_settings,
-    plan_audit,
-    plan_run,
-    run_audit,
-)
+from specseed.plan.planning import PlannedScenario, base_settings, plan_audit, plan_run
+from specseed.run.execute import run_audit
+from specseed.run.results import AuditResult
 from specseed.scenarios.loader import LoadedScenario
 from specseed.scenarios.schema import AuditConfig, EngineConfig, Scenario
 

@@ -25,10 +25,11 @@ import torch
 
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
 from specseed.engine_adapters.reference.engine import ReferenceEngine
-from specseed.matrix import run_matrix
-from specseed.runner import plan_audit, run_audit
+from specseed.plan.planning import plan_audit
+from specseed.run.execute import run_audit
+from specseed.run.matrix import run_matrix
 from specseed.scenarios.schema import AuditConfig
-from specseed.trace import TraceRecorder
+from specseed.traces.records import TraceRecorder
 
 MAX_TOKENS = 64
 

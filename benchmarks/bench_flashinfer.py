@@ -132,7 +132,7 @@ def engine(tokens: int) -> None:
     from specseed.engine_adapters.reference.engine import ReferenceEngine
     from specseed.engine_adapters.reference.options import ReferenceOptions
     from specseed.engine_adapters.reference.target import expected_shapes
-    from specseed.trace import TraceRecorder
+    from specseed.traces.records import TraceRecorder
 
     config = LlamaConfig(
         vocab_size=32000,

@@ -38,7 +38,7 @@ from specseed.engine_adapters.openai.adapter import OpenAIEngine
 from specseed.engine_adapters.openai.client import completion_body
 from specseed.engine_adapters.openai.options import OpenAIOptions
 from specseed.engine_adapters.openai.traffic import _sampling
-from specseed.trace import TraceRecorder
+from specseed.traces.records import TraceRecorder
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 MAX_TOKENS = 16

@@ -25,7 +25,8 @@ from pathlib import Path
 
 def audit(checkpoint: Path, scenarios: list[str], observe: bool) -> dict[str, float]:
     from specseed.engine_adapters.vllm.engine import VllmEngine
-    from specseed.runner import base_settings, plan_audit, run_audit
+    from specseed.plan.planning import base_settings, plan_audit
+    from specseed.run.execute import run_audit
     from specseed.scenarios.schema import AuditConfig, EngineConfig
 
     config = AuditConfig(

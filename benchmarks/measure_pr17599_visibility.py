@@ -22,7 +22,7 @@ from specseed.distribution.oracle import SamplingSetup, oracle_for
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
 from specseed.engine_adapters.reference.engine import ReferenceEngine
 from specseed.engine_adapters.reference.options import ReferenceOptions
-from specseed.trace import TraceRecorder
+from specseed.traces.records import TraceRecorder
 
 PROMPT = (31, 7, 88, 14)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from specseed.bundle import (
+from specseed.bundle.format import (
     BundleWriter,
     host_environment,
     read_bundle,
@@ -24,17 +24,18 @@ from specseed.bundle import (
     scrub_command,
     scrub_text,
 )
+from specseed.bundle.replay import recheck, replay
 from specseed.checks.findings import FAILING
 from specseed.cli.app import app
-from specseed.defects import DEFECT_IDS
+from specseed.core.defects import DEFECT_IDS
+from specseed.core.errors import InputError
 from specseed.engine_adapters.base import EngineAdapter
-from specseed.errors import InputError
-from specseed.replay import recheck, replay
-from specseed.results import AuditEvent, RunStarted
-from specseed.runner import base_settings, create_adapter, plan_audit, run_audit
+from specseed.plan.planning import base_settings, plan_audit
+from specseed.run.execute import create_adapter, run_audit
+from specseed.run.results import AuditEvent, RunStarted
 from specseed.scenarios.loader import library_names, load_library_scenario
 from specseed.scenarios.schema import AuditConfig, EngineConfig
-from specseed.trace import read_trace
+from specseed.traces.records import read_trace
 
 cli = CliRunner()
 
@@ -171,7 +172,7 @@ def test_replay_on_the_same_engine_reproduces_and_diff_agrees(
     bundle = read_bundle(bundles[profile])
     again = tmp_path / "again"
     writer = BundleWriter(again)
-    from specseed.bundle import recorded_scenarios
+    from specseed.bundle.format import recorded_scenarios
 
     writer.start(
         bundle.config,

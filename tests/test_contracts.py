@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import pytest
 
-from specseed.contracts import get_contract
+from specseed.core.contracts import get_contract
 
 U64 = (1 << 64) - 1
 BASE = 1 << 62

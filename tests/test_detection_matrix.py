@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from specseed.checks import CHECKS
-from specseed.contracts import get_contract
-from specseed.defects import DEFECT_IDS
-from specseed.matrix import MatrixResult, run_matrix
-from specseed.runner import plan_audit, run_audit
+from specseed.core.contracts import get_contract
+from specseed.core.defects import DEFECT_IDS
+from specseed.plan.planning import plan_audit
+from specseed.run.execute import run_audit
+from specseed.run.matrix import MatrixResult, run_matrix
 from specseed.scenarios.schema import AuditConfig, EngineConfig
 
 UNTARGETED = {d for d in DEFECT_IDS if not any(d in spec.targets for spec in CHECKS.values())}

@@ -21,7 +21,8 @@ from specseed.checks.findings import FAILING
 from specseed.engine_adapters.base import EngineSettings
 from specseed.engine_adapters.reference.engine import ReferenceEngine
 from specseed.engine_adapters.reference.options import ReferenceOptions
-from specseed.runner import PlannedScenario, plan_run, run_audit
+from specseed.plan.planning import PlannedScenario, plan_run
+from specseed.run.execute import run_audit
 from specseed.scenarios.loader import LoadedScenario
 from specseed.scenarios.schema import AuditConfig, EngineConfig, Scenario
 
@@ -102,7 +103,7 @@ def audit(scenario: Scenario, contract: str, model_seed: int):  # type: ignore[n
         engine=EngineConfig(contract=contract, options={"model_seed": model_seed}),
         scenarios=["drawn.yaml"],
     )
-    from specseed.runner import base_settings
+    from specseed.plan.planning import base_settings
 
     base = base_settings(config.engine, Path.cwd())
     planned = [

@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from specseed.bundle.minimize import minimize, scenario_yaml, size_of
 from specseed.checks import CHECKS
 from specseed.checks.findings import FAILING
-from specseed.defects import DEFECT_IDS
+from specseed.core.defects import DEFECT_IDS
+from specseed.core.errors import InputError
 from specseed.engine_adapters.base import EngineAdapter
-from specseed.errors import InputError
-from specseed.minimize import minimize, scenario_yaml, size_of
-from specseed.results import AuditResult
-from specseed.runner import PlannedScenario, base_settings, create_adapter, plan_run, run_audit
+from specseed.plan.planning import PlannedScenario, base_settings, plan_run
+from specseed.run.execute import create_adapter, run_audit
+from specseed.run.results import AuditResult
 from specseed.scenarios.loader import LoadedScenario, load_library_scenario, parse_scenario
 from specseed.scenarios.schema import AuditConfig, EngineConfig, Scenario
 from tests.test_bundle import scenario_for

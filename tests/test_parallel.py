@@ -14,9 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from specseed.cli.app import app
-from specseed.errors import InputError
-from specseed.parallel import parse_shard, shard
-from specseed.runner import plan_audit
+from specseed.core.errors import InputError
+from specseed.plan.planning import plan_audit
+from specseed.run.parallel import parse_shard, shard
 from specseed.scenarios.schema import AuditConfig
 
 ROOT = Path(__file__).resolve().parents[1]

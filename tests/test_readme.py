@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 from specseed.checks import CHECKS
-from specseed.contracts import CONTRACT_NAMES
-from specseed.defects import DEFECT_IDS
+from specseed.core.contracts import CONTRACT_NAMES
+from specseed.core.defects import DEFECT_IDS
 from specseed.scenarios.loader import library_names
 from specseed.scenarios.schema import EngineConfig
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specseed.runner import plan_audit, run_audit
+from specseed.plan.planning import plan_audit
+from specseed.run.execute import run_audit
 from specseed.scenarios.schema import AuditConfig
 
 

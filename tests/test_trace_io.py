@@ -8,8 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from specseed.errors import TraceWriteError
-from specseed.trace import RunEnd, RunHeader, TraceRecorder, TraceWriter, load_trace, read_trace
+from specseed.core.errors import TraceWriteError
+from specseed.traces.records import (
+    RunEnd,
+    RunHeader,
+    TraceRecorder,
+    TraceWriter,
+    load_trace,
+    read_trace,
+)
 
 TRACES = Path(__file__).parent / "data" / "traces"
 

@@ -11,9 +11,11 @@ import pytest
 from specseed.checks.context import CheckContext
 from specseed.checks.distribution import distribution
 from specseed.checks.findings import Finding
-from specseed.contracts import get_contract
+from specseed.core.contracts import get_contract
 from specseed.distribution.oracle import OracleUnavailable, oracle_for
-from specseed.runner import AuditResult, plan_audit, run_audit
+from specseed.plan.planning import plan_audit
+from specseed.run.execute import run_audit
+from specseed.run.results import AuditResult
 from specseed.scenarios.schema import AuditConfig, EngineConfig
 
 
@@ -75,7 +77,7 @@ def test_correct_engine_passes_across_model_and_request_seeds() -> None:
     # The false-alarm guard on the engine itself (benchmarks/bench_distribution.py
     # --false-alarms measures it at the full budget): 8 tiny models and request seeds, 60
     # copies of each request. Each run's finding is a false alarm with probability <= 1e-3.
-    from specseed.runner import PlannedScenario, base_settings, plan_run
+    from specseed.plan.planning import PlannedScenario, base_settings, plan_run
     from specseed.scenarios.loader import LoadedScenario
 
     loaded = plan_audit(AuditConfig(scenarios=["distribution"]), Path.cwd())[0]

@@ -6,8 +6,8 @@ import pytest
 
 from specseed.checks import CHECKS
 from specseed.checks.registry import run_check
-from specseed.contracts import CONTRACTS
-from specseed.defects import DEFECT_IDS
+from specseed.core.contracts import CONTRACTS
+from specseed.core.defects import DEFECT_IDS
 from specseed.scenarios.schema import COMPARISON_CHECKS
 
 

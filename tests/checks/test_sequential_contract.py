@@ -7,9 +7,9 @@ field it breaks (the checks must be able to fail on the defects they target).
 
 from __future__ import annotations
 
-from specseed.runner import evaluate
+from specseed.run.execute import evaluate
 from specseed.scenarios.loader import parse_scenario
-from specseed.trace import (
+from specseed.traces.records import (
     Observability,
     RequestInfo,
     RowRecord,

@@ -8,13 +8,13 @@ from dataclasses import replace
 
 import pytest
 
-from specseed.contracts import TRTLLM_UNSEEDED_OFFSET_BASE, get_contract
+from specseed.core.contracts import TRTLLM_UNSEEDED_OFFSET_BASE, get_contract
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
 from specseed.engine_adapters.reference.engine import ReferenceEngine
 from specseed.engine_adapters.reference.options import ReferenceOptions
-from specseed.runner import evaluate
+from specseed.run.execute import evaluate
 from specseed.scenarios.loader import load_library_scenario
-from specseed.trace import RunTrace, TraceRecorder
+from specseed.traces.records import RunTrace, TraceRecorder
 
 BASE = TRTLLM_UNSEEDED_OFFSET_BASE
 

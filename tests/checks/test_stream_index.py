@@ -11,10 +11,11 @@ import pytest
 
 from specseed.checks import streams
 from specseed.checks.context import CheckContext
-from specseed.contracts import get_contract
-from specseed.runner import plan_audit, run_audit
+from specseed.core.contracts import get_contract
+from specseed.plan.planning import plan_audit
+from specseed.run.execute import run_audit
 from specseed.scenarios.loader import load_audit_config
-from specseed.trace import RequestInfo, RunTrace, load_trace
+from specseed.traces.records import RequestInfo, RunTrace, load_trace
 
 SEEDED, UNSEEDED = 10, 5
 

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from specseed.cli.app import app
-from specseed.trace import load_trace
+from specseed.traces.records import load_trace
 
 runner = CliRunner()
 

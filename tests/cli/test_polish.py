@@ -14,11 +14,11 @@ import torch
 from typer.testing import CliRunner
 
 from specseed.cli.app import app
+from specseed.core.seeds import fmt_seed
+from specseed.core.wording import plural
 from specseed.engine_adapters.reference import sampler
 from specseed.scenarios.loader import library_names, library_text, parse_scenario
 from specseed.scenarios.schema import MIN_TEMPERATURE, MIN_TOP_P
-from specseed.seeds import fmt_seed
-from specseed.wording import plural
 
 runner = CliRunner()
 CORPUS = Path(__file__).parent / "corpus"
@@ -123,7 +123,7 @@ def test_top_p_below_the_bound_keeps_no_token() -> None:
 @pytest.mark.parametrize("width", [80, 100])
 def test_listings_keep_every_name_whole(width: int) -> None:
     from specseed.checks import CHECKS
-    from specseed.defects import DEFECT_IDS
+    from specseed.core.defects import DEFECT_IDS
 
     checks = runner.invoke(app, ["checks"], env={"COLUMNS": str(width)}).output
     listing = runner.invoke(app, ["scenarios", "list"], env={"COLUMNS": str(width)}).output

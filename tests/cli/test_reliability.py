@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from specseed.trace import load_trace
+from specseed.traces.records import load_trace
 
 pytestmark = pytest.mark.slow
 

@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 
 from specseed.cli.app import app
 from specseed.engine_adapters.base import EngineAdapter, EngineSettings, RequestPlan, RunPlan
-from specseed.runner import evaluate, run_guarded
+from specseed.run.execute import evaluate, run_guarded
 from specseed.scenarios.loader import load_library_scenario
-from specseed.trace import (
+from specseed.traces.records import (
     FULL_OBSERVABILITY,
     TOKENS_ONLY,
     RowRecord,
@@ -50,7 +50,7 @@ class RaisesAnyway(Crashing):
     """An adapter that bypasses the lifecycle and raises out of ``run``."""
 
     def run(self, plan: RunPlan, recorder: TraceRecorder):  # type: ignore[no-untyped-def]
-        from specseed.trace import RunHeader
+        from specseed.traces.records import RunHeader
 
         recorder.header(RunHeader(plan.scenario, plan.run, self.name, {}, "ideal", ()))
         recorder.at(3, "warmup", 9)

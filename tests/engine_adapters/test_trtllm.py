@@ -15,7 +15,8 @@ from pydantic import ValidationError
 
 from specseed.checks.context import CheckContext
 from specseed.checks.rng_state import draw_ranges_disjoint, rng_contract
-from specseed.contracts import get_contract
+from specseed.core.contracts import get_contract
+from specseed.core.errors import EngineUnavailable
 from specseed.engine_adapters.base import EngineSettings, RequestPlan
 from specseed.engine_adapters.trtllm.config import ConfigurationError, llm_spec, sampling_kwargs
 from specseed.engine_adapters.trtllm.options import TrtllmOptions
@@ -26,10 +27,9 @@ from specseed.engine_adapters.trtllm.tap_trace import (
     steps_from_tap,
     tap_observability,
 )
-from specseed.errors import EngineUnavailable
 from specseed.scenarios.loader import load_library_scenario
 from specseed.taps.flashinfer_tap import TapCall
-from specseed.trace import RequestInfo, RunEnd, RunHeader, RunTrace
+from specseed.traces.records import RequestInfo, RunEnd, RunHeader, RunTrace
 
 TAPS = Path(__file__).parents[1] / "data" / "taps"
 U63 = 1 << 63

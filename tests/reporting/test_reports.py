@@ -20,11 +20,11 @@ from rich.console import Console
 from specseed.reporting.console import render_finding, render_report
 from specseed.reporting.json_report import render_json
 from specseed.reporting.junit import render_junit
-from specseed.results import AuditResult, ScenarioResult
-from specseed.runner import evaluate
+from specseed.run.execute import evaluate
+from specseed.run.results import AuditResult, ScenarioResult
 from specseed.scenarios.loader import load_library_scenario
 from specseed.scenarios.schema import AuditConfig, EngineConfig
-from specseed.trace import load_trace
+from specseed.traces.records import load_trace
 
 DATA = Path(__file__).parent.parent / "data"
 TRACES = DATA / "traces" / "overlap-window-reuse"

@@ -20,14 +20,14 @@ from rich.console import Console
 
 from specseed.checks import CHECKS
 from specseed.checks.findings import EventState, Finding, OffsetRow
-from specseed.defects import DEFECT_IDS
-from specseed.matrix import MatrixResult, MatrixRow
+from specseed.core.defects import DEFECT_IDS
 from specseed.reporting.console import render_matrix, render_report
-from specseed.results import AuditResult, ScenarioResult
-from specseed.runner import evaluate
+from specseed.run.execute import evaluate
+from specseed.run.matrix import MatrixResult, MatrixRow
+from specseed.run.results import AuditResult, ScenarioResult
 from specseed.scenarios.loader import library_names, load_library_scenario
 from specseed.scenarios.schema import AuditConfig, EngineConfig
-from specseed.trace import load_trace
+from specseed.traces.records import load_trace
 
 DATA = Path(__file__).parent.parent / "data"
 TRACES = DATA / "traces" / "overlap-window-reuse"

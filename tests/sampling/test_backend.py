@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from specseed import sampling
 from specseed.cli.app import app
-from specseed.errors import EngineError
+from specseed.core.errors import EngineError
 from specseed.sampling.backend import (
     MAX_PACKED_SUBSEQUENCE,
     CpuBackend,

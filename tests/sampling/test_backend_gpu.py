@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from specseed.runner import plan_audit, run_audit
+from specseed.plan.planning import plan_audit
+from specseed.run.execute import run_audit
 from specseed.scenarios.schema import AuditConfig, EngineConfig
 from specseed.taps.flashinfer_tap import reads_element0_only
 

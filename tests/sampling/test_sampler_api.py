@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import specseed.sampling as sampling
-from specseed.errors import InputError
+from specseed.core.errors import InputError
 from specseed.rng import philox_uniforms
 from specseed.sampling import SamplingInputError
 

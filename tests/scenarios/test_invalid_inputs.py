@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from specseed.errors import ScenarioError
-from specseed.runner import plan_audit
+from specseed.core.errors import ScenarioError
+from specseed.plan.planning import plan_audit
 from specseed.scenarios.loader import load_audit_config, parse_scenario
 
 INVALID = Path(__file__).parent / "invalid"

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from specseed.defects import DEFECT_IDS
-from specseed.runner import base_settings, plan_audit, plan_run
+from specseed.core.defects import DEFECT_IDS
+from specseed.plan.planning import base_settings, plan_audit, plan_run
 from specseed.scenarios.loader import library_names, load_library_scenario
 from specseed.scenarios.schema import AuditConfig, Scenario
 

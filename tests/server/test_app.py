@@ -13,7 +13,7 @@ from specseed.engine_adapters.reference.engine import ReferenceEngine
 from specseed.engine_adapters.reference.live import LiveEngine
 from specseed.server.app import create_app
 from specseed.server.protocol import decode_text
-from specseed.trace import TraceRecorder
+from specseed.traces.records import TraceRecorder
 
 SETTINGS = EngineSettings()
 

@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from specseed import sampling
-from specseed.runner import plan_audit, run_audit
+from specseed.plan.planning import plan_audit
+from specseed.run.execute import run_audit
 from specseed.sampling.backend import make_backend
 from specseed.scenarios.schema import AuditConfig, EngineConfig
 from specseed.taps.flashinfer_tap import FlashinferTap, reads_element0_only

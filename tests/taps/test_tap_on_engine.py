@@ -16,7 +16,9 @@ import pytest
 import torch
 
 from specseed.engine_adapters.reference.engine import ReferenceEngine
-from specseed.runner import AuditResult, base_settings, plan_audit, run_audit
+from specseed.plan.planning import base_settings, plan_audit
+from specseed.run.execute import run_audit
+from specseed.run.results import AuditResult
 from specseed.sampling.backend import FlashinferBackend
 from specseed.scenarios.schema import AuditConfig, EngineConfig
 from specseed.taps.flashinfer_tap import FlashinferTap

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from specseed.taps.flashinfer_tap import FlashinferTap, TapRow
-from specseed.trace import RunTrace
+from specseed.traces.records import RunTrace
 
 Event = tuple[str, int, int, int, int, tuple[int, ...] | None]
 """(kernel, seed, subsequence, offset, draws, tokens or None where the trace cannot say)."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from specseed.contracts import RngContract
+from specseed.core.contracts import RngContract
 from specseed.scenarios.schema import Scenario
-from specseed.trace import RunTrace
+from specseed.traces.records import RunTrace
 
 
 @dataclass(frozen=True)

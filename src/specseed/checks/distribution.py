@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 from specseed.checks.context import CheckContext
 from specseed.checks.findings import Finding, Status, Suspect
 from specseed.checks.registry import run_check
-from specseed.trace import RunTrace
+from specseed.traces.records import RunTrace
 
 if TYPE_CHECKING:
     from specseed.distribution.analysis import GroupResult

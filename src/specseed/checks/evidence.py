@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specseed.checks.findings import Attribution, EventState, StreamSide, TokenDiff
-from specseed.contracts import RngContract
-from specseed.trace import RowRecord, RunTrace, SamplingEvent
+from specseed.core.contracts import RngContract
+from specseed.traces.records import RowRecord, RunTrace, SamplingEvent
 
 DIFF_CONTEXT = 4
 """Tokens shown before the first divergence (and after it) in a diff."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from specseed.contracts import EventKind
+from specseed.core.contracts import EventKind
 
 Status = Literal["pass", "fail", "known-limitation", "error", "skip"]
 STATUSES: tuple[Status, ...] = ("pass", "fail", "known-limitation", "error", "skip")

@@ -14,10 +14,10 @@ from specseed.checks.findings import ATTRIBUTION_TEXT, Finding, Suspect, TokenDi
 from specseed.checks.registry import comparison_check
 from specseed.checks.suspects import divergence_suspects, merge
 from specseed.checks.token_suspects import token_suspects
-from specseed.contracts import RngContract
+from specseed.core.contracts import RngContract
+from specseed.core.wording import plural
 from specseed.scenarios.schema import Expectation
-from specseed.trace import RequestInfo, RunTrace
-from specseed.wording import plural
+from specseed.traces.records import RequestInfo, RunTrace
 
 RequestFilter = Callable[[RequestInfo], bool]
 

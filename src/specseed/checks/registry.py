@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from specseed.checks.findings import Finding
-from specseed.defects import DEFECT_IDS
-from specseed.trace import EVIDENCE, Evidence, RunTrace
+from specseed.core.defects import DEFECT_IDS
+from specseed.traces.records import EVIDENCE, Evidence, RunTrace
 
 if TYPE_CHECKING:
     from specseed.checks.context import CheckContext

@@ -15,10 +15,10 @@ from specseed.checks.evidence import (
 from specseed.checks.findings import EventState, Finding, OffsetRow, Suspect
 from specseed.checks.registry import run_check
 from specseed.checks.suspects import merge, offset_suspects, overlap_suspect, seed_suspects
-from specseed.contracts import RngContract, all_contracts
-from specseed.seeds import fmt_seed
-from specseed.trace import RowRecord, RunTrace, StepRecord
-from specseed.wording import plural
+from specseed.core.contracts import RngContract, all_contracts
+from specseed.core.seeds import fmt_seed
+from specseed.core.wording import plural
+from specseed.traces.records import RowRecord, RunTrace, StepRecord
 
 MAX_DETAIL_LINES = 8
 

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from specseed.checks.context import CheckContext
 from specseed.checks.findings import Finding, Suspect
 from specseed.checks.registry import run_check
-from specseed.trace import RunTrace
-from specseed.wording import plural
+from specseed.core.wording import plural
+from specseed.traces.records import RunTrace
 
 
 @run_check(

@@ -17,10 +17,10 @@ from specseed.checks.evidence import (
 from specseed.checks.findings import EventState, Finding, Suspect
 from specseed.checks.registry import run_check
 from specseed.checks.suspects import merge, seed_suspects
-from specseed.contracts import RngContract
-from specseed.seeds import fmt_seed
-from specseed.trace import RequestInfo, RunTrace, SamplingEvent, StepRecord
-from specseed.wording import plural
+from specseed.core.contracts import RngContract
+from specseed.core.seeds import fmt_seed
+from specseed.core.wording import plural
+from specseed.traces.records import RequestInfo, RunTrace, SamplingEvent, StepRecord
 
 MIN_TOKENS_FOR_IDENTITY = 8
 """Shorter identical streams prove nothing: peaked distributions repeat short outputs."""

@@ -10,9 +10,9 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from specseed.checks.findings import EventState, Suspect, TokenDiff
-from specseed.contracts import DEFAULT_SAMPLING_SEED, RngContract
-from specseed.seeds import fmt_seed
-from specseed.trace import RequestInfo, RunTrace, SamplingEvent, StepRecord
+from specseed.core.contracts import DEFAULT_SAMPLING_SEED, RngContract
+from specseed.core.seeds import fmt_seed
+from specseed.traces.records import RequestInfo, RunTrace, SamplingEvent, StepRecord
 
 
 def merge(suspects: Iterable[Suspect]) -> tuple[Suspect, ...]:

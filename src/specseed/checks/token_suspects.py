@@ -10,7 +10,7 @@ and stays a suspect, not a verdict: tokens cannot tell a dropped seed from an ig
 from __future__ import annotations
 
 from specseed.checks.findings import Suspect, TokenDiff
-from specseed.trace import RequestInfo, RunTrace
+from specseed.traces.records import RequestInfo, RunTrace
 
 
 def _neighbours(trace: RunTrace, compared: set[str]) -> list[RequestInfo]:

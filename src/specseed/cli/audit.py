@@ -21,12 +21,12 @@ from specseed.cli.errors import (
 )
 from specseed.cli.inputs import FLAG, check_model_yaml_argument, check_output_paths
 from specseed.cli.interrupts import EXIT_SIGNAL, InterruptGuard
-from specseed.errors import InputError, OutputError
+from specseed.core.errors import InputError, OutputError
 
 if TYPE_CHECKING:  # the CLI must not import heavy modules before a command runs
     from specseed.reporting.base import Reporter
     from specseed.reporting.console import ConsoleReporter
-    from specseed.results import AuditResult
+    from specseed.run.results import AuditResult
     from specseed.scenarios.schema import AuditConfig
 
 AUDIT_HELP = """Replay scenarios on an engine and check reproducibility invariants.
@@ -104,7 +104,7 @@ def _exit_code(result: AuditResult, output_problems: int) -> int:
         return EXIT_VIOLATION
     if output_problems or result.missing_evidence:
         return EXIT_OUTPUT
-    from specseed.scope import checked_nothing
+    from specseed.plan.scope import checked_nothing
 
     if checked_nothing(result.findings):
         return EXIT_NOTHING_CHECKED
@@ -164,8 +164,8 @@ def _matrix(
     *,
     show_progress: bool,
 ) -> None:
-    from specseed.matrix import run_matrix
     from specseed.reporting.console import render_matrix
+    from specseed.run.matrix import run_matrix
 
     def announce(defect: str | None) -> None:
         if show_progress:
@@ -265,22 +265,22 @@ def audit(
     ] = None,
 ) -> None:
     """Replay scenarios on an engine and check reproducibility invariants."""
-    from specseed.bundle import BundleWriter
-    from specseed.parallel import parse_shard, run_audit_jobs, shard
+    from specseed.bundle.format import BundleWriter
+    from specseed.plan.planning import plan_audit
     from specseed.reporting.bundle import BundleReporter
     from specseed.reporting.console import ConsoleReporter
     from specseed.reporting.json_report import JsonReporter
     from specseed.reporting.junit import JunitReporter
     from specseed.reporting.progress import ProgressLines
-    from specseed.results import AuditEvent
-    from specseed.runner import plan_audit
+    from specseed.run.parallel import parse_shard, run_audit_jobs, shard
+    from specseed.run.results import AuditEvent
     from specseed.scenarios.loader import load_audit_config
     from specseed.scenarios.schema import AuditConfig
 
     out = _Stdout(stderr=json_path is not None and str(json_path) == "-")
     err = Console(stderr=True)
     from specseed.checks import CHECKS
-    from specseed.scope import check_scope
+    from specseed.plan.scope import check_scope
 
     with error_boundary(runs_engine=True):
         check_model_yaml_argument(model_yaml)
@@ -345,7 +345,7 @@ def audit(
         bundle = None
         folder = None
         if bundle_dir is not None:
-            from specseed.trace_dir import TraceDir
+            from specseed.traces.folder import TraceDir
 
             # The folder's lock before the bundle's first file: a second audit on the same
             # folder stops here (exit 2) and tramples nothing.

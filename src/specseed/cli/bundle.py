@@ -12,10 +12,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from specseed.cli.errors import EXIT_OK, EXIT_VIOLATION, error_boundary
-from specseed.errors import InputError
+from specseed.core.errors import InputError
 
 if TYPE_CHECKING:  # commands import their modules when they run
-    from specseed.bundle import Bundle
+    from specseed.bundle.format import Bundle
     from specseed.checks.findings import Finding
 
 out = Console()
@@ -75,8 +75,8 @@ def check(
 
     Exit codes: 0 every invariant holds, 1 a violation, 2 not a readable bundle.
     """
-    from specseed.bundle import read_bundle
-    from specseed.replay import recheck
+    from specseed.bundle.format import read_bundle
+    from specseed.bundle.replay import recheck
     from specseed.reporting.console import render_report
     from specseed.reporting.json_report import render_json
 
@@ -128,8 +128,8 @@ def report(
       gh issue create --title "$(specseed report bug/ -f json | jq -r .title)" \\
         --body-file issue.md
     """
-    from specseed.bundle import read_bundle
-    from specseed.replay import recheck
+    from specseed.bundle.format import read_bundle
+    from specseed.bundle.replay import recheck
     from specseed.reporting.issue import build_issue, render_issue_json, render_markdown
 
     with error_boundary():
@@ -154,11 +154,11 @@ def report(
 def _minimize_for_report(bundle: Bundle, findings: list[Finding], *, forced: bool) -> bool:
     """Shrink the scenario the report leads with when that is worth it and possible here;
     True when a minimal scenario was stored."""
-    from specseed.bundle import recorded_scenarios, write_minimal
+    from specseed.bundle.format import recorded_scenarios, write_minimal
+    from specseed.bundle.minimize import minimize as run_minimize
+    from specseed.bundle.minimize import small_enough, target_of
+    from specseed.core.errors import SpecseedError
     from specseed.engine_adapters.registry import get_engine
-    from specseed.errors import SpecseedError
-    from specseed.minimize import minimize as run_minimize
-    from specseed.minimize import small_enough, target_of
     from specseed.reporting.causes import root_causes
 
     causes = root_causes(findings)
@@ -201,10 +201,10 @@ def diff(
 
     Exit codes: 0 the recordings agree, 1 they differ, 2 not a readable bundle.
     """
-    from specseed.bundle import read_bundle
-    from specseed.replay import recordings
+    from specseed.bundle.compare import compare_recordings
+    from specseed.bundle.format import read_bundle
+    from specseed.bundle.replay import recordings
     from specseed.reporting.recording_diff import render_recording_diff
-    from specseed.trace_diff import compare_recordings
 
     with error_boundary():
         left, right = read_bundle(a), read_bundle(b)
@@ -240,8 +240,8 @@ def replay(
     Exit codes: 0 the replay reproduces the recording, 1 it differs,
     2 bad input, 3 the engine could not run.
     """
-    from specseed.bundle import BundleWriter, read_bundle
-    from specseed.replay import replay as run_replay
+    from specseed.bundle.format import BundleWriter, read_bundle
+    from specseed.bundle.replay import replay as run_replay
     from specseed.reporting.console import render_report
     from specseed.reporting.recording_diff import render_recording_diff
 
@@ -250,7 +250,7 @@ def replay(
         _notes(loaded.notes, out)
         writer = None
         if bundle_out is not None:
-            from specseed.bundle import recorded_scenarios
+            from specseed.bundle.format import recorded_scenarios
 
             config = loaded.config
             writer = BundleWriter(bundle_out)
@@ -333,11 +333,11 @@ def minimize(
         int, typer.Option("--max-audits", min=1, help="Stop after this many audits.")
     ] = 60,
 ) -> None:
-    from specseed.bundle import read_bundle, recorded_scenarios, write_minimal
-    from specseed.minimize import minimize as shrink
-    from specseed.minimize import size_of, target_of
+    from specseed.bundle.format import read_bundle, recorded_scenarios, write_minimal
+    from specseed.bundle.minimize import minimize as shrink
+    from specseed.bundle.minimize import size_of, target_of
+    from specseed.plan.planning import plan_audit
     from specseed.reporting.causes import root_causes
-    from specseed.runner import plan_audit
     from specseed.scenarios.loader import load_audit_config
 
     with error_boundary(runs_engine=True):
@@ -380,8 +380,8 @@ def minimize(
         chosen = candidates[scenario].scenario
         goal = target_of(wanted) if wanted is not None else None
         if goal is None and check_id is not None:
+            from specseed.bundle.minimize import Target
             from specseed.checks import CHECKS
-            from specseed.minimize import Target
 
             if check_id not in CHECKS:
                 raise InputError(f"--check {check_id}: unknown check", hint="see specseed checks")

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from specseed.errors import EngineError, InputError, OutputError, ScenarioError, SpecseedError
+from specseed.core.errors import EngineError, InputError, OutputError, ScenarioError, SpecseedError
 
 EXIT_OK = 0
 EXIT_VIOLATION = 1

@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from specseed.errors import InputError
+from specseed.core.errors import InputError
 
 FLAG = ""
 """Metavar of on/off flags: typer shows ``<bool>`` otherwise, as if the flag took a value."""

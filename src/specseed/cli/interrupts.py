@@ -12,7 +12,7 @@ import signal
 from types import FrameType
 from typing import Any
 
-from specseed.errors import AuditInterrupted
+from specseed.core.errors import AuditInterrupted
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 EXIT_SIGNAL = {"SIGINT": 130, "SIGTERM": 143}

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from specseed.cli.errors import error_boundary
 from specseed.cli.inputs import FLAG
-from specseed.errors import InputError
+from specseed.core.errors import InputError
 
 out = Console()
 

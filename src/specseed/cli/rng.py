@@ -71,7 +71,7 @@ def draws(
 
       specseed rng draws --seed 42 --subsequence 3 --offset 12 -n 4
     """
-    from specseed.errors import InputError
+    from specseed.core.errors import InputError
     from specseed.rng.draws import parse_stream_value, stream_draws
     from specseed.rng.philox import as_int64_bits
 

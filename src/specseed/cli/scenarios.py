@@ -13,7 +13,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from specseed.cli.errors import error_boundary
-from specseed.wording import plural
+from specseed.core.wording import plural
 
 app = typer.Typer(
     help="List, show and validate scenarios.\n\n[bold]Examples[/]\n\n  specseed scenarios list\n"
@@ -73,8 +73,8 @@ def validate(
     Exit code 0 when every file validates, 2 otherwise.
     """
     from specseed.checks import CHECKS
-    from specseed.errors import ScenarioError
-    from specseed.runner import plan_audit
+    from specseed.core.errors import ScenarioError
+    from specseed.plan.planning import plan_audit
     from specseed.scenarios.loader import (
         is_audit_config,
         load_audit_config,

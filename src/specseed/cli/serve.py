@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from specseed.cli.errors import error_boundary
-from specseed.errors import InputError
+from specseed.core.errors import InputError
 
 SERVE_HELP = """Serve the reference engine (its contract and any injected defects
 from MODEL_YAML) over an OpenAI-compatible API: POST /v1/completions (prompt
@@ -68,7 +68,7 @@ def serve(
 ) -> None:
     from specseed.engine_adapters.base import options_of
     from specseed.engine_adapters.reference.options import ReferenceOptions
-    from specseed.runner import base_settings
+    from specseed.plan.planning import base_settings
     from specseed.scenarios.loader import load_audit_config
     from specseed.scenarios.schema import AuditConfig
     from specseed.server.launch import ServeOptions, is_loopback

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel
 
-from specseed.trace import (
+from specseed.traces.records import (
     EngineFailure,
     Observability,
     Phase,

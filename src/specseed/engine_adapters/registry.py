@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from specseed.errors import EngineError, EngineUnavailable
-from specseed.trace import FULL_OBSERVABILITY, Observability
+from specseed.core.errors import EngineError, EngineUnavailable
+from specseed.traces.records import FULL_OBSERVABILITY, Observability
 
 ENTRY_POINT_GROUP = "specseed.engines"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
-from specseed.results import AuditEvent, AuditResult
+from specseed.run.results import AuditEvent, AuditResult
 
 Sink = Callable[[str], None]
 """Where a reporter's document goes (the CLI writes it to a file or stdout)."""

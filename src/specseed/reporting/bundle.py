@@ -3,9 +3,9 @@ per scenario) and the result at the end (the manifest is marked complete)."""
 
 from __future__ import annotations
 
-from specseed.bundle import BundleWriter
+from specseed.bundle.format import BundleWriter
 from specseed.reporting.base import Reporter
-from specseed.results import AuditEvent, AuditResult
+from specseed.run.results import AuditEvent, AuditResult
 
 
 class BundleReporter(Reporter):

@@ -31,10 +31,13 @@ from specseed.checks.findings import (
     StreamSide,
     TokenDiff,
 )
-from specseed.matrix import MatrixResult
+from specseed.core.seeds import fmt_seed
+from specseed.core.wording import plural
+from specseed.plan.scope import checked_nothing
 from specseed.reporting.base import Reporter
 from specseed.reporting.causes import RootCause, root_causes
-from specseed.results import (
+from specseed.run.matrix import MatrixResult
+from specseed.run.results import (
     AuditEvent,
     AuditResult,
     AuditStarted,
@@ -42,9 +45,6 @@ from specseed.results import (
     RunStarted,
     ScenarioChecked,
 )
-from specseed.scope import checked_nothing
-from specseed.seeds import fmt_seed
-from specseed.wording import plural
 
 STATUS_STYLE = {
     "pass": ("ok", "green"),
@@ -63,7 +63,7 @@ SHORT_RUN_NAME = 12
 
 
 def fmt_u64(value: int | None) -> str:
-    """A seed for tables (see ``specseed.seeds``); ``None`` is a unique seed."""
+    """A seed for tables (see ``specseed.core.seeds``); ``None`` is a unique seed."""
     if value is None:
         return "unique"
     return fmt_seed(value)
@@ -559,7 +559,7 @@ def _print_skips(result: AuditResult, console: Console) -> None:
 
 def render_matrix(matrix: MatrixResult, console: Console) -> None:
     """The detection matrix: defect by check."""
-    from specseed.defects import get_defect
+    from specseed.core.defects import get_defect
 
     table = Table(
         title=f"Detection matrix (contract {matrix.contract}): each defect injected alone",

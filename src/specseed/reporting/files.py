@@ -13,7 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from specseed.errors import OutputError
+from specseed.core.errors import OutputError
 
 
 def write_atomic(path: Path, text: str, what: str) -> None:

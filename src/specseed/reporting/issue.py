@@ -17,10 +17,10 @@ from typing import Any
 
 import yaml
 
-from specseed.bundle import Bundle, BundleScenario
+from specseed.bundle.format import Bundle, BundleScenario
 from specseed.checks import CHECKS
 from specseed.checks.findings import ATTRIBUTION_TEXT, EventState, Finding, OffsetRow, TokenDiff
-from specseed.defects import DEFECT_IDS, get_defect
+from specseed.core.defects import DEFECT_IDS, get_defect
 from specseed.reporting.causes import RootCause, root_causes
 
 ENVIRONMENT_ROWS = (

@@ -19,7 +19,7 @@ from typing import Any
 from specseed import __version__
 from specseed.checks.findings import STATUSES, Finding
 from specseed.reporting.base import DocumentReporter
-from specseed.results import AuditResult
+from specseed.run.results import AuditResult
 
 REPORT_VERSION = 1
 

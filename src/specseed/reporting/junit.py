@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 from specseed.checks.findings import Finding
 from specseed.reporting.base import DocumentReporter
-from specseed.results import AuditResult
+from specseed.run.results import AuditResult
 
 
 def _case_name(finding: Finding) -> str:

@@ -12,7 +12,7 @@ from typing import TextIO
 
 from specseed.checks.findings import STATUSES
 from specseed.reporting.base import Reporter
-from specseed.results import AuditEvent, AuditResult, AuditStarted, ScenarioChecked
+from specseed.run.results import AuditEvent, AuditResult, AuditStarted, ScenarioChecked
 
 
 class ProgressLines(Reporter):

@@ -8,8 +8,8 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from specseed.bundle.compare import RecordingDiff, RequestComparison
 from specseed.checks.findings import EventState
-from specseed.trace_diff import RecordingDiff, RequestComparison
 
 MAX_DETAILED = 3
 """Differing requests shown with tokens and RNG states; the others get their line only."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specseed.errors import InputError
+from specseed.core.errors import InputError
 from specseed.rng.philox import UINT64_MAX, as_uint64, curand_uniform, philox_words
 
 __all__ = ["Draw", "parse_stream_value", "stream_draws"]

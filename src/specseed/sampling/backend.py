@@ -37,7 +37,7 @@ from typing import Literal, Protocol
 import torch
 
 from specseed import sampling
-from specseed.errors import EngineError
+from specseed.core.errors import EngineError
 from specseed.sampling.streams import SamplingInputError
 
 __all__ = [

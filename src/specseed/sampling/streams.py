@@ -13,7 +13,7 @@ from typing import Literal
 
 import torch
 
-from specseed.errors import InputError
+from specseed.core.errors import InputError
 from specseed.rng.philox import StreamParam, as_int64_bits, philox_uniforms
 
 __all__ = ["RowStreams", "SamplingInputError", "SeedOffsetIndexing", "resolve_row_streams"]

@@ -18,7 +18,7 @@ from typing import Any, Literal, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from specseed.errors import ScenarioError
+from specseed.core.errors import ScenarioError
 from specseed.scenarios.schema import (
     CHECK_IDS_CONTEXT,
     AuditConfig,

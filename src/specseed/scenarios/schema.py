@@ -21,10 +21,10 @@ from pydantic import (
     model_validator,
 )
 
-from specseed.contracts import CONTRACT_NAMES, contract_names
-from specseed.defects import DEFECT_IDS
+from specseed.core.contracts import CONTRACT_NAMES, contract_names
+from specseed.core.defects import DEFECT_IDS
+from specseed.core.wording import one_of
 from specseed.engine_adapters.registry import engine_names
-from specseed.wording import one_of
 
 UINT64_MAX = (1 << 64) - 1
 INT64_MIN = -(1 << 63)

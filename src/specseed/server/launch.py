@@ -11,8 +11,8 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from specseed.core.errors import EngineError, InputError
 from specseed.engine_adapters.base import EngineSettings
-from specseed.errors import EngineError, InputError
 
 
 @dataclass(frozen=True)

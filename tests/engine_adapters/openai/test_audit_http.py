@@ -23,7 +23,9 @@ import yaml
 from typer.testing import CliRunner
 
 from specseed.cli.app import app
-from specseed.runner import RunFinished, plan_audit, run_audit
+from specseed.plan.planning import plan_audit
+from specseed.run.execute import run_audit
+from specseed.run.results import RunFinished
 from specseed.scenarios.loader import load_audit_config
 from tests.engine_adapters.openai.servers import (
     asgi_server,

@@ -11,12 +11,12 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from specseed.core.errors import EngineError
 from specseed.engine_adapters.reference.config import Eagle3DraftConfig, LlamaConfig
 from specseed.engine_adapters.reference.draft import Eagle3DraftHead
 from specseed.engine_adapters.reference.seeded import uniform
 from specseed.engine_adapters.reference.target import LlamaTarget
 from specseed.engine_adapters.reference.tiny import TINY_MODEL
-from specseed.errors import EngineError
 
 SMALL = LlamaConfig(
     vocab_size=60,

@@ -9,12 +9,12 @@ import math
 import pytest
 import torch
 
+from specseed.core.errors import EngineError
 from specseed.engine_adapters.reference.config import Eagle3DraftConfig, LlamaConfig
 from specseed.engine_adapters.reference.draft import Eagle3DraftHead, expected_shapes
 from specseed.engine_adapters.reference.seeded import uniform
 from specseed.engine_adapters.reference.target import LlamaTarget, default_capture_layers
 from specseed.engine_adapters.reference.tiny import TINY_MODEL
-from specseed.errors import EngineError
 
 SMALL = LlamaConfig(
     vocab_size=70,

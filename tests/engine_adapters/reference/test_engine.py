@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from specseed.contracts import UNSEEDED_SEED_BASE
+from specseed.core.contracts import UNSEEDED_SEED_BASE
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
 from specseed.engine_adapters.reference.engine import ReferenceEngine
 from specseed.engine_adapters.reference.options import ReferenceOptions
-from specseed.trace import RunTrace, TraceRecorder, TraceWriter, load_trace
+from specseed.traces.records import RunTrace, TraceRecorder, TraceWriter, load_trace
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,10 @@ import pytest
 from specseed.checks.findings import FAILING
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
 from specseed.engine_adapters.reference.engine import ReferenceEngine
-from specseed.runner import plan_audit, run_audit
+from specseed.plan.planning import plan_audit
+from specseed.run.execute import run_audit
 from specseed.scenarios.schema import AuditConfig, EngineConfig
-from specseed.trace import TraceRecorder
+from specseed.traces.records import TraceRecorder
 
 pytestmark = pytest.mark.gpu
 

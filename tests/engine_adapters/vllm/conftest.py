@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from specseed.core.errors import EngineUnavailable
 from specseed.engine_adapters.base import EngineSettings
 from specseed.engine_adapters.checkpoints import CheckpointBundle, make_checkpoint
-from specseed.errors import EngineUnavailable
 
 
 def _vllm_unavailable() -> str | None:

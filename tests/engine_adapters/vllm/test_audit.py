@@ -23,8 +23,9 @@ from __future__ import annotations
 import pytest
 
 from specseed.engine_adapters.checkpoints import CheckpointBundle
-from specseed.results import AuditResult
-from specseed.runner import plan_audit, run_audit
+from specseed.plan.planning import plan_audit
+from specseed.run.execute import run_audit
+from specseed.run.results import AuditResult
 from specseed.scenarios.schema import AuditConfig, EngineConfig
 
 pytestmark = pytest.mark.vllm

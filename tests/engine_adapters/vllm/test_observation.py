@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
-from specseed.trace import TraceRecorder
+from specseed.traces.records import TraceRecorder
 
 pytestmark = pytest.mark.vllm
 

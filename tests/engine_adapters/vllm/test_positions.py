@@ -23,9 +23,9 @@ import dataclasses
 import pytest
 import torch
 
-from specseed.contracts import VLLM_GENERATORS
+from specseed.core.contracts import VLLM_GENERATORS
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
-from specseed.trace import TraceRecorder
+from specseed.traces.records import TraceRecorder
 
 pytestmark = pytest.mark.vllm
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from specseed.engine_adapters.checkpoints import CheckpointBundle
-from specseed.runner import plan_audit, run_audit
+from specseed.plan.planning import plan_audit
+from specseed.run.execute import run_audit
 from specseed.scenarios.schema import AuditConfig, EngineConfig
 
 pytestmark = pytest.mark.vllm

@@ -22,9 +22,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from specseed.core.errors import InputError
 from specseed.engine_adapters.reference.config import LlamaConfig
 from specseed.engine_adapters.reference.tiny import TinyModelSpec
-from specseed.errors import InputError
 
 CHECKPOINT_MODEL = TinyModelSpec(
     config=LlamaConfig(

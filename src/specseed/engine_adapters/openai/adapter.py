@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from specseed import __version__
+from specseed.core.errors import EngineError, InputError
 from specseed.engine_adapters.base import (
     EngineAdapter,
     EngineSettings,
@@ -38,8 +39,7 @@ from specseed.engine_adapters.openai.client import (
 )
 from specseed.engine_adapters.openai.options import SERVER_SETTINGS, OpenAIOptions
 from specseed.engine_adapters.openai.traffic import Replay, RunFailure, TrafficShape, replay_plan
-from specseed.errors import EngineError, InputError
-from specseed.trace import Observability, TraceRecorder
+from specseed.traces.records import Observability, TraceRecorder
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from specseed.errors import SpecseedError
+from specseed.core.errors import SpecseedError
 
 TokenIdDialect = Literal["return_token_ids", "detokenize"]
 """How a server is asked for token ids: vLLM/SGLang, or trtllm-serve."""

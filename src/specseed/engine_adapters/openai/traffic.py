@@ -26,7 +26,7 @@ from specseed.engine_adapters.openai.client import (
     SamplingRequest,
     TokenIdDialect,
 )
-from specseed.trace import Phase
+from specseed.traces.records import Phase
 
 
 @dataclass(frozen=True)

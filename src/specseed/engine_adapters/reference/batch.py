@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import torch
 
+from specseed.core.errors import EngineError
 from specseed.engine_adapters.reference.kv_cache import KVCache, KVPool
 from specseed.engine_adapters.reference.numerics import apply_rope, attention, key_span
-from specseed.errors import EngineError
 
 
 @dataclass(frozen=True)

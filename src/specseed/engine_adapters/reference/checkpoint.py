@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from specseed.errors import EngineError
+from specseed.core.errors import EngineError
 
 CONFIG_NAME = "config.json"
 SAFETENSORS_NAME = "model.safetensors"

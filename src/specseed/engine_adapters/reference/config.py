@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from specseed.errors import EngineError
+from specseed.core.errors import EngineError
 
 _DTYPES = ("float32", "bfloat16", "float16")
 

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import torch
 
+from specseed.core.errors import EngineError
 from specseed.engine_adapters.reference import checkpoint
 from specseed.engine_adapters.reference.batch import AttentionShape, RowPlan, self_attention
 from specseed.engine_adapters.reference.config import Eagle3DraftConfig
@@ -52,7 +53,6 @@ from specseed.engine_adapters.reference.numerics import (
 )
 from specseed.engine_adapters.reference.seeded import uniform
 from specseed.engine_adapters.reference.target import LlamaTarget
-from specseed.errors import EngineError
 
 
 @dataclass(frozen=True, eq=False)

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 import torch
 
 from specseed import __version__
-from specseed.contracts import EventKind, get_contract
+from specseed.core.contracts import EventKind, get_contract
+from specseed.core.errors import EngineError
 from specseed.engine_adapters.base import (
     EngineAdapter,
     EngineSettings,
@@ -51,9 +52,8 @@ from specseed.engine_adapters.reference.rng_assignment import (
     RngAssigner,
     RngBuffers,
 )
-from specseed.errors import EngineError
 from specseed.sampling.backend import make_backend
-from specseed.trace import (
+from specseed.traces.records import (
     FULL_OBSERVABILITY,
     Phase,
     RowRecord,

@@ -19,8 +19,8 @@ import weakref
 
 import torch
 
+from specseed.core.errors import EngineError
 from specseed.engine_adapters.reference.numerics import key_span
-from specseed.errors import EngineError
 
 
 class KVPool:

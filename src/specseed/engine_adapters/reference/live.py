@@ -30,7 +30,7 @@ from specseed.engine_adapters.reference.engine import (
     _EngineRun,
     _Request,
 )
-from specseed.trace import StepRecord, TraceRecorder
+from specseed.traces.records import StepRecord, TraceRecorder
 
 
 @dataclass(frozen=True)

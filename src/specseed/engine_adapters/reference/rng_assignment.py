@@ -26,14 +26,14 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from specseed.contracts import (
+from specseed.core.contracts import (
     DEFAULT_SAMPLING_SEED,
     UINT64_MASK,
     UNSEEDED_SEED_BASE,
     EventKind,
     RngContract,
 )
-from specseed.errors import EngineError
+from specseed.core.errors import EngineError
 
 
 def int64_bits(value: int) -> int:

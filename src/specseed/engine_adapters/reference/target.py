@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from specseed.core.errors import EngineError
 from specseed.engine_adapters.reference import checkpoint
 from specseed.engine_adapters.reference.batch import AttentionShape, RowPlan, self_attention
 from specseed.engine_adapters.reference.config import LlamaConfig
@@ -29,7 +30,6 @@ from specseed.engine_adapters.reference.numerics import (
     silu,
 )
 from specseed.engine_adapters.reference.seeded import perturbed_ones, uniform
-from specseed.errors import EngineError
 
 DEFAULT_MAX_SEQ_LEN = 512
 """KV capacity when the caller names none (capped by ``max_position_embeddings``). Attention

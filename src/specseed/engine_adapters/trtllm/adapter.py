@@ -26,6 +26,7 @@ import platform
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from specseed.core.errors import EngineError, EngineUnavailable
 from specseed.engine_adapters.base import (
     EngineAdapter,
     EngineSettings,
@@ -43,8 +44,7 @@ from specseed.engine_adapters.trtllm.config import (
     sampling_kwargs,
 )
 from specseed.engine_adapters.trtllm.options import TrtllmOptions
-from specseed.errors import EngineError, EngineUnavailable
-from specseed.trace import Observability, Phase, TraceRecorder
+from specseed.traces.records import Observability, Phase, TraceRecorder
 
 INSTALL_HINT = (
     "install TensorRT-LLM from NVIDIA's package index (pip install tensorrt-llm "

@@ -29,10 +29,10 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 
-from specseed.contracts import DEFAULT_SAMPLING_SEED, UINT64_MASK
+from specseed.core.contracts import DEFAULT_SAMPLING_SEED, UINT64_MASK
 from specseed.engine_adapters.base import EngineSettings, RequestPlan
 from specseed.taps.flashinfer_tap import TapCall, TapColumns
-from specseed.trace import Observability, Phase, RowRecord, SamplingEvent, StepRecord
+from specseed.traces.records import Observability, Phase, RowRecord, SamplingEvent, StepRecord
 
 STRICT_PATH_FUNCTIONS = frozenset(
     {

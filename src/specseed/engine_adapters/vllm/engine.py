@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from specseed import __version__
-from specseed.contracts import VLLM_GENERATORS
+from specseed.core.contracts import VLLM_GENERATORS
+from specseed.core.errors import EngineError, EngineUnavailable
 from specseed.engine_adapters.base import (
     EngineAdapter,
     EngineSettings,
@@ -47,8 +48,7 @@ from specseed.engine_adapters.base import (
     warmup_requests,
 )
 from specseed.engine_adapters.vllm.options import VllmOptions
-from specseed.errors import EngineError, EngineUnavailable
-from specseed.trace import (
+from specseed.traces.records import (
     Observability,
     Phase,
     RowRecord,

@@ -83,7 +83,7 @@ from typing import Any, Literal
 
 import torch
 
-from specseed.contracts import EventKind
+from specseed.core.contracts import EventKind
 
 MT_BLOCK = 624
 """Words per mt19937 state block (one twist)."""

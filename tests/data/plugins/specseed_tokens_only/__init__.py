@@ -14,10 +14,10 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict
 
-from specseed.contracts import IDEAL, RngContract
+from specseed.core.contracts import IDEAL, RngContract
 from specseed.engine_adapters.base import EngineAdapter, RunPlan, warmup_requests
 from specseed.engine_adapters.registry import EngineInfo
-from specseed.trace import TOKENS_ONLY, TraceRecorder
+from specseed.traces.records import TOKENS_ONLY, TraceRecorder
 
 VOCAB = 1000
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from specseed.checks.context import CheckContext
 from specseed.checks.findings import Finding
 from specseed.checks.registry import run_check
-from specseed.trace import RunTrace
+from specseed.traces.records import RunTrace
 
 
 @run_check(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from specseed.checks.findings import FAILING, Finding
 from specseed.scenarios.schema import AuditConfig, Scenario
-from specseed.trace import RunTrace
+from specseed.traces.records import RunTrace
 
 
 @dataclass(frozen=True)

@@ -20,16 +20,11 @@ import yaml
 from pydantic import ValidationError
 
 from specseed.checks.findings import FAILING, Finding
+from specseed.core.errors import InputError, SpecseedError
 from specseed.engine_adapters.base import EngineAdapter
-from specseed.errors import InputError, SpecseedError
-from specseed.results import AuditResult
-from specseed.runner import (
-    PlannedScenario,
-    base_settings,
-    create_adapter,
-    plan_run,
-    run_audit,
-)
+from specseed.plan.planning import PlannedScenario, base_settings, plan_run
+from specseed.run.execute import create_adapter, run_audit
+from specseed.run.results import AuditResult
 from specseed.scenarios.loader import LoadedScenario
 from specseed.scenarios.schema import AuditConfig, Scenario
 

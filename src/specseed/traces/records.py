@@ -19,8 +19,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from specseed.contracts import EventKind
-from specseed.errors import TraceWriteError
+from specseed.core.contracts import EventKind
+from specseed.core.errors import TraceWriteError
 
 TRACE_SCHEMA_VERSION = "1.2"
 """1.1 added ``observability``, ``fresh_engine``, ``warmup_batches``, ``warmup_batch`` and

@@ -7,16 +7,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from specseed.bundle import Bundle, recorded_scenarios
+from specseed.bundle.compare import RecordingDiff, compare_recordings
+from specseed.bundle.format import Bundle, recorded_scenarios
 from specseed.checks.findings import Finding
-from specseed.contracts import contract_names
+from specseed.core.contracts import contract_names
+from specseed.core.errors import InputError
 from specseed.engine_adapters.base import EngineAdapter
-from specseed.errors import InputError
-from specseed.results import AuditResult, EventHandler
-from specseed.runner import PlannedScenario, base_settings, evaluate, plan_run, run_audit
+from specseed.plan.planning import PlannedScenario, base_settings, plan_run
+from specseed.run.execute import evaluate, run_audit
+from specseed.run.results import AuditResult, EventHandler
 from specseed.scenarios.loader import load_audit_config
-from specseed.trace import RunTrace, TraceWriter
-from specseed.trace_diff import RecordingDiff, compare_recordings
+from specseed.traces.records import RunTrace, TraceWriter
 
 
 def _known_contract(name: str) -> str:

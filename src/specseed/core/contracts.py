@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Literal
 
-from specseed.defects import DEFECT_IDS
+from specseed.core.defects import DEFECT_IDS
 
 EventKind = Literal["target", "accept", "draft"]
 

@@ -12,7 +12,7 @@ from typing import Literal
 
 from specseed.checks.evidence import event_state, first_divergence
 from specseed.checks.findings import EventState
-from specseed.trace import RunTrace
+from specseed.traces.records import RunTrace
 
 RequestStatus = Literal["equal", "diverged", "rng-differs", "missing"]
 RNG_CONTEXT = 6

@@ -8,13 +8,11 @@ decides how results look. Validation happens entirely before the engine is loade
 from __future__ import annotations
 
 import contextlib
-import difflib
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
-from specseed.checks import CHECKS
 from specseed.checks.context import CheckContext
 from specseed.checks.findings import Finding
 from specseed.checks.registry import (
@@ -24,17 +22,17 @@ from specseed.checks.registry import (
     comparison_checks,
     run_checks,
 )
-from specseed.contracts import get_contract
+from specseed.core.contracts import get_contract
+from specseed.core.errors import AuditInterrupted, EngineError, ScenarioError
 from specseed.engine_adapters.base import (
     EngineAdapter,
     EngineSettings,
-    RequestPlan,
     RunPlan,
     failure_from,
 )
 from specseed.engine_adapters.registry import load_adapter_class
-from specseed.errors import AuditInterrupted, EngineError, ScenarioError
-from specseed.results import (
+from specseed.plan.planning import PlannedScenario, base_settings
+from specseed.run.results import (
     AuditResult,
     AuditStarted,
     EventHandler,
@@ -43,9 +41,9 @@ from specseed.results import (
     ScenarioChecked,
     ScenarioResult,
 )
-from specseed.scenarios.loader import LoadedScenario, engine_options, resolve_scenarios
-from specseed.scenarios.schema import AuditConfig, EngineConfig, Expectation, RunSpec, Scenario
-from specseed.trace import (
+from specseed.scenarios.schema import AuditConfig, Expectation, Scenario
+from specseed.traces.folder import TraceDir
+from specseed.traces.records import (
     EVIDENCE_TEXT,
     EngineFailure,
     RunEnd,
@@ -53,125 +51,6 @@ from specseed.trace import (
     TraceRecorder,
     TraceWriter,
 )
-from specseed.trace_dir import TraceDir
-
-
-@dataclass(frozen=True)
-class PlannedScenario:
-    """A validated scenario with its runs resolved against the engine configuration."""
-
-    loaded: LoadedScenario
-    plans: tuple[RunPlan, ...]
-
-    @property
-    def scenario(self) -> Scenario:
-        return self.loaded.scenario
-
-
-# -- planning -----------------------------------------------------------------------------
-
-
-def _resolve_path(path: Path | None, base_dir: Path) -> Path | None:
-    if path is None:
-        return None
-    return path if path.is_absolute() else (base_dir / path)
-
-
-def base_settings(config: AuditConfig | EngineConfig, base_dir: Path) -> EngineSettings:
-    """Engine settings from model.yaml's ``engine`` section (paths relative to model.yaml)."""
-    if isinstance(config, EngineConfig):
-        config = AuditConfig(engine=config)
-    engine = config.engine
-    return EngineSettings(
-        name=engine.name,
-        device=engine.device,
-        max_num_requests=engine.max_num_requests,
-        max_draft_len=engine.max_draft_len,
-        verification=engine.verification,
-        overlap_scheduler=engine.overlap_scheduler,
-        checkpoint=_resolve_path(engine.checkpoint, base_dir),
-        draft_checkpoint=_resolve_path(engine.draft_checkpoint, base_dir),
-        contract=engine.contract,
-        options=engine_options(config, "model.yaml"),
-    )
-
-
-def _run_settings(base: EngineSettings, run: RunSpec) -> EngineSettings:
-    """The engine settings of one run: model.yaml's, with the run's overrides on top."""
-    overrides = {k: v for k, v in run.engine.model_dump().items() if v is not None}
-    return replace(base, **overrides)
-
-
-def _prior_traffic(run: RunSpec) -> tuple[RequestPlan, ...]:
-    prior = run.prior_traffic
-    if prior is None:
-        return ()
-    return tuple(
-        RequestPlan(
-            request_id=f"prior-{i}",
-            prompt=f"earlier traffic, request {i}",
-            seed=1000 + i if prior.seeded else None,
-            temperature=1.0,
-            top_k=0,
-            top_p=1.0,
-            max_tokens=prior.max_tokens,
-            phase="prior",
-        )
-        for i in range(prior.requests)
-    )
-
-
-def plan_run(scenario: Scenario, run: RunSpec, base: EngineSettings) -> RunPlan:
-    """One run of a scenario, resolved against the engine settings."""
-    settings = _run_settings(base, run)
-    requests = []
-    for name, spec in scenario.served_requests(run):
-        requests.append(
-            RequestPlan(
-                request_id=spec.name,
-                prompt=tuple(spec.prompt) if isinstance(spec.prompt, list) else spec.prompt,
-                seed=spec.seed,
-                temperature=spec.temperature,
-                top_k=spec.top_k,
-                top_p=spec.top_p,
-                max_tokens=spec.max_tokens,
-                arrival_step=run.arrivals.get(name, 0),
-            )
-        )
-    return RunPlan(
-        scenario=scenario.name,
-        run=run.name,
-        settings=settings,
-        requests=tuple(requests),
-        warmup_batches=tuple(run.warmup_sizes(settings.max_num_requests)),
-        prior_traffic=_prior_traffic(run),
-    )
-
-
-def _check_skip_list(config: AuditConfig, source: str) -> None:
-    problems = []
-    for check_id in config.checks.skip:
-        if check_id not in CHECKS:
-            close = difflib.get_close_matches(check_id, list(CHECKS), n=1)
-            fix = f"Did you mean '{close[0]}'?" if close else "See `specseed checks`."
-            problems.append(f"{source}: checks.skip: unknown check '{check_id}'. {fix}")
-    if problems:
-        raise ScenarioError(f"{source} does not validate", problems)
-
-
-def plan_audit(
-    config: AuditConfig, base_dir: Path, source: str = "model.yaml"
-) -> list[PlannedScenario]:
-    """Validate every scenario and resolve every run; raises ``ScenarioError`` on bad input."""
-    _check_skip_list(config, source)
-    base = base_settings(config, base_dir)
-    return [
-        PlannedScenario(
-            item, tuple(plan_run(item.scenario, run, base) for run in item.scenario.runs)
-        )
-        for item in resolve_scenarios(config.scenarios, base_dir)
-    ]
-
 
 # -- running ------------------------------------------------------------------------------
 

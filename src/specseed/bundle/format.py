@@ -44,8 +44,8 @@ from specseed.checks.findings import (
     Suspect,
     TokenDiff,
 )
-from specseed.errors import InputError, ScenarioError
-from specseed.results import AuditEvent, AuditResult, ScenarioChecked, ScenarioResult
+from specseed.core.errors import InputError, ScenarioError
+from specseed.run.results import AuditEvent, AuditResult, ScenarioChecked, ScenarioResult
 from specseed.scenarios.loader import (
     LoadedScenario,
     engine_options,
@@ -54,7 +54,7 @@ from specseed.scenarios.loader import (
     parse_scenario,
 )
 from specseed.scenarios.schema import AuditConfig, Scenario
-from specseed.trace import RunHeader, RunTrace, TraceWriter, read_trace
+from specseed.traces.records import RunHeader, RunTrace, TraceWriter, read_trace
 
 BUNDLE_FORMAT = "1"
 MANIFEST = "manifest.json"

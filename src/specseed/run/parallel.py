@@ -20,9 +20,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from specseed.core.errors import AuditInterrupted, InputError, ScenarioError
 from specseed.engine_adapters.base import EngineAdapter
-from specseed.errors import AuditInterrupted, InputError, ScenarioError
-from specseed.results import (
+from specseed.plan.planning import PlannedScenario, base_settings
+from specseed.run.execute import create_adapter, run_audit, serve_scenario
+from specseed.run.results import (
     AuditResult,
     AuditStarted,
     EventHandler,
@@ -31,16 +33,9 @@ from specseed.results import (
     ScenarioChecked,
     ScenarioResult,
 )
-from specseed.runner import (
-    PlannedScenario,
-    base_settings,
-    create_adapter,
-    run_audit,
-    serve_scenario,
-)
 from specseed.scenarios.schema import AuditConfig
-from specseed.trace import TraceWriter
-from specseed.trace_dir import TraceDir
+from specseed.traces.folder import TraceDir
+from specseed.traces.records import TraceWriter
 
 
 def parse_shard(text: str) -> tuple[int, int]:

@@ -13,18 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specseed.checks.findings import FAILING
-from specseed.contracts import get_contract
-from specseed.defects import DEFECT_IDS
+from specseed.core.contracts import get_contract
+from specseed.core.defects import DEFECT_IDS
+from specseed.core.errors import InputError
 from specseed.engine_adapters.base import EngineAdapter
-from specseed.errors import InputError
-from specseed.results import AuditEvent, AuditResult
-from specseed.runner import (
-    PlannedScenario,
-    base_settings,
-    create_adapter,
-    plan_audit,
-    run_audit,
-)
+from specseed.plan.planning import PlannedScenario, base_settings, plan_audit
+from specseed.run.execute import create_adapter, run_audit
+from specseed.run.results import AuditEvent, AuditResult
 from specseed.scenarios.schema import AuditConfig
 
 

@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 from typing import IO
 
-from specseed.errors import InputError, TraceDirBusy
-from specseed.trace import TraceWriter
+from specseed.core.errors import InputError, TraceDirBusy
+from specseed.traces.records import TraceWriter
 
 LOCK_NAME = ".specseed.lock"
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from specseed.checks import CHECKS
 from specseed.checks.findings import Finding
 from specseed.checks.registry import checks_of_kind
-from specseed.errors import InputError
+from specseed.core.errors import InputError
 from specseed.scenarios.schema import Scenario
 
 

@@ -1,0 +1,132 @@
+"""Planning: model.yaml and its scenarios resolved into run plans.
+
+Every scenario run becomes a ``RunPlan`` carrying the engine settings it will be served
+with (model.yaml's, plus the run's overrides). Validation happens here, before any engine
+is loaded.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from specseed.checks import CHECKS
+from specseed.core.errors import ScenarioError
+from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
+from specseed.scenarios.loader import LoadedScenario, engine_options, resolve_scenarios
+from specseed.scenarios.schema import AuditConfig, EngineConfig, RunSpec, Scenario
+
+
+@dataclass(frozen=True)
+class PlannedScenario:
+    """A validated scenario with its runs resolved against the engine configuration."""
+
+    loaded: LoadedScenario
+    plans: tuple[RunPlan, ...]
+
+    @property
+    def scenario(self) -> Scenario:
+        return self.loaded.scenario
+
+
+def _resolve_path(path: Path | None, base_dir: Path) -> Path | None:
+    if path is None:
+        return None
+    return path if path.is_absolute() else (base_dir / path)
+
+
+def base_settings(config: AuditConfig | EngineConfig, base_dir: Path) -> EngineSettings:
+    """Engine settings from model.yaml's ``engine`` section (paths relative to model.yaml)."""
+    if isinstance(config, EngineConfig):
+        config = AuditConfig(engine=config)
+    engine = config.engine
+    return EngineSettings(
+        name=engine.name,
+        device=engine.device,
+        max_num_requests=engine.max_num_requests,
+        max_draft_len=engine.max_draft_len,
+        verification=engine.verification,
+        overlap_scheduler=engine.overlap_scheduler,
+        checkpoint=_resolve_path(engine.checkpoint, base_dir),
+        draft_checkpoint=_resolve_path(engine.draft_checkpoint, base_dir),
+        contract=engine.contract,
+        options=engine_options(config, "model.yaml"),
+    )
+
+
+def _run_settings(base: EngineSettings, run: RunSpec) -> EngineSettings:
+    """The engine settings of one run: model.yaml's, with the run's overrides on top."""
+    overrides = {k: v for k, v in run.engine.model_dump().items() if v is not None}
+    return replace(base, **overrides)
+
+
+def _prior_traffic(run: RunSpec) -> tuple[RequestPlan, ...]:
+    prior = run.prior_traffic
+    if prior is None:
+        return ()
+    return tuple(
+        RequestPlan(
+            request_id=f"prior-{i}",
+            prompt=f"earlier traffic, request {i}",
+            seed=1000 + i if prior.seeded else None,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            max_tokens=prior.max_tokens,
+            phase="prior",
+        )
+        for i in range(prior.requests)
+    )
+
+
+def plan_run(scenario: Scenario, run: RunSpec, base: EngineSettings) -> RunPlan:
+    """One run of a scenario, resolved against the engine settings."""
+    settings = _run_settings(base, run)
+    requests = []
+    for name, spec in scenario.served_requests(run):
+        requests.append(
+            RequestPlan(
+                request_id=spec.name,
+                prompt=tuple(spec.prompt) if isinstance(spec.prompt, list) else spec.prompt,
+                seed=spec.seed,
+                temperature=spec.temperature,
+                top_k=spec.top_k,
+                top_p=spec.top_p,
+                max_tokens=spec.max_tokens,
+                arrival_step=run.arrivals.get(name, 0),
+            )
+        )
+    return RunPlan(
+        scenario=scenario.name,
+        run=run.name,
+        settings=settings,
+        requests=tuple(requests),
+        warmup_batches=tuple(run.warmup_sizes(settings.max_num_requests)),
+        prior_traffic=_prior_traffic(run),
+    )
+
+
+def _check_skip_list(config: AuditConfig, source: str) -> None:
+    problems = []
+    for check_id in config.checks.skip:
+        if check_id not in CHECKS:
+            close = difflib.get_close_matches(check_id, list(CHECKS), n=1)
+            fix = f"Did you mean '{close[0]}'?" if close else "See `specseed checks`."
+            problems.append(f"{source}: checks.skip: unknown check '{check_id}'. {fix}")
+    if problems:
+        raise ScenarioError(f"{source} does not validate", problems)
+
+
+def plan_audit(
+    config: AuditConfig, base_dir: Path, source: str = "model.yaml"
+) -> list[PlannedScenario]:
+    """Validate every scenario and resolve every run; raises ``ScenarioError`` on bad input."""
+    _check_skip_list(config, source)
+    base = base_settings(config, base_dir)
+    return [
+        PlannedScenario(
+            item, tuple(plan_run(item.scenario, run, base) for run in item.scenario.runs)
+        )
+        for item in resolve_scenarios(config.scenarios, base_dir)
+    ]
