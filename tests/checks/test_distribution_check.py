@@ -97,6 +97,7 @@ def test_correct_engine_passes_across_model_and_request_seeds() -> None:
         planned = PlannedScenario(
             LoadedScenario(scenario, loaded.loaded.source),
             tuple(plan_run(scenario, run, base) for run in scenario.runs),
+            base,
         )
         result = run_audit(config, [planned], Path.cwd())
         statuses += [f.status for f in _findings(result)]
