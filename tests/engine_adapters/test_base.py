@@ -15,6 +15,7 @@ from specseed.scenarios.loader import load_library_scenario
 from specseed.traces.records import (
     FULL_OBSERVABILITY,
     TOKENS_ONLY,
+    EngineConfigRecord,
     RowRecord,
     StepRecord,
     TraceRecorder,
@@ -52,7 +53,9 @@ class RaisesAnyway(Crashing):
     def run(self, plan: RunPlan, recorder: TraceRecorder):  # type: ignore[no-untyped-def]
         from specseed.traces.records import RunHeader
 
-        recorder.header(RunHeader(plan.scenario, plan.run, self.name, {}, "ideal", ()))
+        recorder.header(
+            RunHeader(plan.scenario, plan.run, self.name, EngineConfigRecord(), "ideal", ())
+        )
         recorder.at(3, "warmup", 9)
         raise MemoryError("out of memory")
 

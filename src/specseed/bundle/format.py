@@ -54,7 +54,13 @@ from specseed.scenarios.loader import (
     parse_scenario,
 )
 from specseed.scenarios.schema import AuditConfig, Scenario
-from specseed.traces.records import RunHeader, RunTrace, TraceWriter, read_trace
+from specseed.traces.records import (
+    EngineConfigRecord,
+    RunHeader,
+    RunTrace,
+    TraceWriter,
+    read_trace,
+)
 
 BUNDLE_FORMAT = "1"
 MANIFEST = "manifest.json"
@@ -273,7 +279,7 @@ class _ScrubbingTraceWriter(TraceWriter):
         super().header(
             replace(
                 header,
-                engine_config=scrub(header.engine_config),
+                engine_config=EngineConfigRecord(**scrub(asdict(header.engine_config))),
                 environment=scrub(header.environment),
             )
         )

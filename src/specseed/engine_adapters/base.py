@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel
 
 from specseed.traces.records import (
+    EngineConfigRecord,
     EngineFailure,
     Observability,
     Phase,
@@ -60,19 +61,20 @@ class EngineSettings:
     options: BaseModel = field(default_factory=NoOptions)
     """The engine's own options (its pydantic options model, validated)."""
 
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "device": self.device,
-            "max_num_requests": self.max_num_requests,
-            "max_draft_len": self.max_draft_len,
-            "verification": self.verification,
-            "overlap_scheduler": self.overlap_scheduler,
-            "checkpoint": str(self.checkpoint) if self.checkpoint else None,
-            "draft_checkpoint": str(self.draft_checkpoint) if self.draft_checkpoint else None,
-            "contract": self.contract,
-            "options": self.options.model_dump(mode="json"),
-        }
+    def record(self) -> EngineConfigRecord:
+        """These settings as a trace header records them."""
+        return EngineConfigRecord(
+            name=self.name,
+            device=self.device,
+            max_num_requests=self.max_num_requests,
+            max_draft_len=self.max_draft_len,
+            verification=self.verification,
+            overlap_scheduler=self.overlap_scheduler,
+            checkpoint=str(self.checkpoint) if self.checkpoint else None,
+            draft_checkpoint=str(self.draft_checkpoint) if self.draft_checkpoint else None,
+            contract=self.contract,
+            options=self.options.model_dump(mode="json"),
+        )
 
 
 @dataclass(frozen=True)
@@ -232,7 +234,7 @@ class EngineAdapter(ABC):
             scenario=plan.scenario,
             run=plan.run,
             engine=self.name,
-            engine_config=plan.settings.as_dict(),
+            engine_config=plan.settings.record(),
             contract=start.contract or plan.settings.contract,
             requests=tuple(self._request_info(r) for r in traffic),
             environment=self.environment(),
