@@ -15,7 +15,7 @@ import time
 import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -97,6 +97,14 @@ class RequestPlan:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
+
+    def received(self, prompt_ids: tuple[int, ...]) -> RequestInfo:
+        """This request as a trace header records it: the same fields, the prompt encoded."""
+        return RequestInfo(prompt_ids=prompt_ids, **{n: getattr(self, n) for n in _RECEIVED})
+
+
+_RECEIVED = tuple(f.name for f in fields(RequestInfo) if f.name != "prompt_ids")
+"""The fields a trace's request takes from the plan's, by name (all but the prompt)."""
 
 
 @dataclass(frozen=True)
@@ -249,18 +257,7 @@ class EngineAdapter(ABC):
             prompt_ids = self.encode(request.prompt)
         except ValueError:
             prompt_ids = ()
-        return RequestInfo(
-            request_id=request.request_id,
-            phase=request.phase,
-            prompt_ids=prompt_ids,
-            seed=request.seed,
-            temperature=request.temperature,
-            top_k=request.top_k,
-            top_p=request.top_p,
-            max_tokens=request.max_tokens,
-            arrival_step=request.arrival_step,
-            warmup_batch=request.warmup_batch,
-        )
+        return request.received(prompt_ids)
 
 
 def failure_from(exc: BaseException, recorder: TraceRecorder) -> EngineFailure:

@@ -17,6 +17,7 @@ from specseed.core.errors import ScenarioError
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
 from specseed.scenarios.loader import LoadedScenario, engine_options, resolve_scenarios
 from specseed.scenarios.schema import AuditConfig, EngineConfig, RunSpec, Scenario
+from specseed.traces.records import REQUEST_SAMPLING
 
 
 @dataclass(frozen=True)
@@ -95,12 +96,8 @@ def plan_run(scenario: Scenario, run: RunSpec, base: EngineSettings) -> RunPlan:
             RequestPlan(
                 request_id=spec.name,
                 prompt=tuple(spec.prompt) if isinstance(spec.prompt, list) else spec.prompt,
-                seed=spec.seed,
-                temperature=spec.temperature,
-                top_k=spec.top_k,
-                top_p=spec.top_p,
-                max_tokens=spec.max_tokens,
                 arrival_step=run.arrivals.get(name, 0),
+                **spec.model_dump(include=set(REQUEST_SAMPLING)),
             )
         )
     return RunPlan(

@@ -163,9 +163,15 @@ class StepRecord:
     rows: tuple[RowRecord, ...]
 
 
+REQUEST_SAMPLING = ("seed", "temperature", "top_k", "top_p", "max_tokens")
+"""How a request samples: the fields a scenario's request, the plan's request and the trace's
+request all hold, under these names (each step of the chain copies them by name)."""
+
+
 @dataclass(frozen=True)
 class RequestInfo:
-    """A request as the engine received it (after prompt encoding)."""
+    """A request as the engine received it (after prompt encoding): the plan's request
+    (``RequestPlan.received``) with its prompt as token ids."""
 
     __pydantic_config__ = _STRICT
 
