@@ -282,7 +282,7 @@ class Audit:
     def _skipped(self) -> AuditOutcome:
         i, n = self.outputs.shard or (1, 1)
         self._emit(AuditSkipped(f"shard {i}/{n}: no scenarios fall in this shard; nothing to run."))
-        self._emit(AuditFinished(None, EXIT_OK, self.outputs.bundle))
+        self._emit(AuditFinished(None, EXIT_OK))
         return AuditOutcome(None, EXIT_OK)
 
     # -- the audit ------------------------------------------------------------------------
