@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.markup import escape
@@ -39,8 +40,12 @@ from specseed.reporting.causes import RootCause, root_causes
 from specseed.run.matrix import MatrixResult
 from specseed.run.results import (
     AuditEvent,
+    AuditFinished,
+    AuditInterruptedEvent,
     AuditResult,
+    AuditSkipped,
     AuditStarted,
+    OutputFailed,
     RunFinished,
     RunStarted,
     ScenarioChecked,
@@ -627,14 +632,21 @@ def render_matrix(matrix: MatrixResult, console: Console) -> None:
 
 class ConsoleReporter(Reporter):
     """The Rich terminal report; with ``progress``, a progress bar on stderr while it runs;
-    with ``summary``, only the verdict table and the root causes."""
+    with ``summary``, only the verdict table and the root causes.
+
+    The notes of an audit's end go to ``err`` after the report, when ``AuditFinished``
+    arrives: the interruption, missing evidence, outputs that could not be written, and where
+    the traces are."""
 
     def __init__(
         self, out: Console, err: Console, *, progress: bool, summary: bool = False
     ) -> None:
         self.out = out
+        self.err = err
         self.summary = summary
         self.progress = AuditProgress(err) if progress else None
+        self._interrupted: AuditInterruptedEvent | None = None
+        self._failed: list[OutputFailed] = []
 
     def __enter__(self) -> ConsoleReporter:
         if self.progress is not None:
@@ -646,8 +658,44 @@ class ConsoleReporter(Reporter):
             self.progress.__exit__(*exc)
 
     def on_event(self, event: AuditEvent) -> None:
-        if self.progress is not None:
+        if isinstance(event, AuditSkipped):
+            self.err.print(event.reason)
+        elif isinstance(event, AuditInterruptedEvent):
+            if not event.reported:
+                self.err.print(
+                    f"Interrupted by {event.signal} before any scenario ran; nothing to report."
+                )
+            self._interrupted = event
+        elif isinstance(event, OutputFailed):
+            self._failed.append(event)
+        elif isinstance(event, AuditFinished):
+            if event.result is not None:
+                self._print_notes(event.result, event.bundle)
+        elif self.progress is not None:
             self.progress(event)
+
+    def _print_notes(self, result: AuditResult, bundle: Path | None) -> None:
+        notes: list[str] = []
+        if self._interrupted is not None:
+            finished = self._interrupted.finished
+            total = finished + len(self._interrupted.unfinished)
+            notes.append(
+                f"Interrupted by {self._interrupted.signal}: {finished} of {total} scenarios "
+                f"finished and are reported; not finished: "
+                f"{', '.join(self._interrupted.unfinished)}."
+            )
+        notes += [f"Missing evidence: {m}" for m in result.missing_evidence]
+        notes += [f"Error: {failed.message}" for failed in self._failed]
+        if bundle is not None and (result.interrupted or result.missing_evidence):
+            notes.append(
+                f"Traces are in {bundle}/<scenario>/<run>.jsonl; a run cut short ends with an "
+                "Interrupted failure or reads as truncated."
+            )
+        for note in notes:
+            try:
+                self.err.print(escape(note), soft_wrap=True)
+            except OSError:
+                break
 
     def finish(self, result: AuditResult, exit_code: int) -> None:
         render_report(result, self.out, exit_code, summary=self.summary)
