@@ -65,7 +65,7 @@ def _check_writable(path: Path | None, what: str, *, directory: bool = False) ->
 
 def _write(path: Path, text: str, what: str) -> None:
     """A report document to its file (atomically) or to stdout (``-``)."""
-    from specseed.reporting.files import write_atomic
+    from specseed.core.files import write_output
 
     if str(path) == "-":
         try:
@@ -75,7 +75,7 @@ def _write(path: Path, text: str, what: str) -> None:
             _silence_stdout()
             raise OutputError(f"cannot write the {what} to stdout: the reader closed it") from None
         return
-    write_atomic(path, text, what)
+    write_output(path, text, what)
 
 
 def _silence_stdout() -> None:
