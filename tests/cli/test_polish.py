@@ -136,3 +136,10 @@ def test_listings_keep_every_name_whole(width: int) -> None:
         defect in flat for defect in DEFECT_IDS if any(defect in s.targets for s in CHECKS.values())
     )
     assert all(name in listing for name in library_names())
+
+
+def test_did_you_mean() -> None:
+    from specseed.core.wording import did_you_mean
+
+    assert did_you_mean("uptme", ["uptime", "spin"], "See the list.") == "Did you mean 'uptime'?"
+    assert did_you_mean("zzz", ["uptime", "spin"], "See the list.") == "See the list."

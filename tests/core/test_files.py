@@ -53,7 +53,9 @@ def test_write_output_names_what_could_not_be_written(tmp_path: Path) -> None:
     with pytest.raises(OutputError) as caught:
         write_output(target, "{}\n", "JSON report")
     assert caught.value.message.startswith(f"cannot write the JSON report to {target}: ")
-    assert caught.value.hint is not None and "findings are in the terminal report" in caught.value.hint
+    assert (
+        caught.value.hint is not None and "findings are in the terminal report" in caught.value.hint
+    )
 
 
 def test_write_atomic_raises_oserror_naming_the_file(tmp_path: Path) -> None:
