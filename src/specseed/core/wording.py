@@ -11,9 +11,12 @@ def plural(count: int, noun: str, plural_form: str | None = None) -> str:
 
     ``noun`` may be several words ("sampling event"); the last one takes the plural.
     """
-    if count == 1:
-        return f"1 {noun}"
-    return f"{count} {plural_form or noun + 's'}"
+    return f"{count} {noun_for(count, noun, plural_form)}"
+
+
+def noun_for(count: int, noun: str, plural_form: str | None = None) -> str:
+    """``noun`` as ``plural`` writes it after ``count``, without the count ("requests a, b")."""
+    return noun if count == 1 else plural_form or noun + "s"
 
 
 def did_you_mean(value: str, known: Iterable[str], otherwise: str) -> str:
