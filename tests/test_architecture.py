@@ -58,7 +58,9 @@ def _imports(path: Path) -> set[str]:
 
 def test_every_package_is_a_layer_and_nothing_sits_loose() -> None:
     on_disk = {
-        f"specseed.{p.name}" for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()
+        f"specseed.{p.name}"
+        for p in PACKAGE.iterdir()
+        if p.is_dir() and (p / "__init__.py").exists()
     }
     listed = {name for row in LAYERS[1:-1] for name in row}
     assert on_disk == listed, (

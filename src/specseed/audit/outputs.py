@@ -115,7 +115,7 @@ def check_writable(path: Path | None, what: str, *, directory: bool = False) -> 
 
 def write_document(path: Path, text: str, what: str) -> None:
     """A report document to its file (atomically) or to stdout (``-``)."""
-    from specseed.reporting.files import write_atomic
+    from specseed.core.files import write_output
 
     if str(path) == "-":
         try:
@@ -125,7 +125,7 @@ def write_document(path: Path, text: str, what: str) -> None:
             silence_stdout()
             raise OutputError(f"cannot write the {what} to stdout: the reader closed it") from None
         return
-    write_atomic(path, text, what)
+    write_output(path, text, what)
 
 
 def silence_stdout() -> None:

@@ -13,8 +13,8 @@ Layout (``BUNDLE_FORMAT`` 1; ARCHITECTURE.md, "Bundle format"):
     DIR/<scenario>/minimal.yaml    optional: the smallest failing scenario (``minimize``)
 
 The manifest is written before anything runs and every whole file is written atomically
-(temporary file, then ``os.replace``), so a crash or Ctrl-C leaves a bundle that reads: the
-reader accepts one cut short, and says what is missing.
+(``specseed.core.files``: temporary file, fsync, ``os.replace``), so a crash or Ctrl-C leaves
+a bundle that reads: the reader accepts one cut short, and says what is missing.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import platform
 import re
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -45,6 +44,7 @@ from specseed.checks.findings import (
     TokenDiff,
 )
 from specseed.core.errors import InputError, ScenarioError
+from specseed.core.files import write_atomic
 from specseed.run.results import AuditEvent, AuditResult, ScenarioChecked, ScenarioResult
 from specseed.scenarios.loader import (
     LoadedScenario,
@@ -185,24 +185,6 @@ def host_environment() -> dict[str, str]:
         if (name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES) and not is_secret_name(name):
             env[f"env.{name}"] = value
     return {k: str(v) for k, v in scrub(env).items()}
-
-
-# -- atomic files -------------------------------------------------------------------------
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write a whole file so that a reader sees the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _json(data: Any) -> str:

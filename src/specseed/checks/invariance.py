@@ -65,7 +65,7 @@ def _rows_moved(left: RunTrace, right: RunTrace, request: str) -> bool:
 
 
 def _streams(count: int) -> str:
-    return "1 request stream changes" if count == 1 else f"{count} request streams change"
+    return plural(count, "request stream changes", "request streams change")
 
 
 def _compare(

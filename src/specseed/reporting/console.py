@@ -32,7 +32,7 @@ from specseed.checks.findings import (
     StreamSide,
     TokenDiff,
 )
-from specseed.core.seeds import fmt_seed
+from specseed.core.seeds import fmt_request_seed, fmt_seed
 from specseed.core.wording import plural
 from specseed.plan.scope import checked_nothing
 from specseed.reporting.base import Reporter
@@ -65,13 +65,6 @@ MAX_DIFFS_SHOWN = 1
 SHORT_RUN_NAME = 12
 """Run names longer than this are shown as A and B in RNG state tables."""
 """Diffs of a finding shown in full; the others get one line each."""
-
-
-def fmt_u64(value: int | None) -> str:
-    """A seed for tables (see ``specseed.core.seeds``); ``None`` is a unique seed."""
-    if value is None:
-        return "unique"
-    return fmt_seed(value)
 
 
 def _status_text(status: str) -> Text:
@@ -260,7 +253,7 @@ def render_diff(diff: TokenDiff) -> Group:
                 states.add_row(
                     label if n == 0 else "",
                     names[n],
-                    fmt_u64(event.seed),
+                    fmt_request_seed(event.seed),
                     str(event.subsequence),
                     str(event.offset),
                     str(event.draws),
@@ -308,7 +301,7 @@ def _cell(row: OffsetRow, value: object, field: str) -> Text:
 def _expected_cell(row: OffsetRow) -> Text:
     """What the contract expected, only where the engine did something else."""
     expected = {
-        "seed": fmt_u64(row.expected_seed),
+        "seed": fmt_request_seed(row.expected_seed),
         "subsequence": str(row.expected_subsequence),
         "offset": "—" if row.expected_offset is None else str(row.expected_offset),
     }
@@ -348,7 +341,7 @@ def render_offsets(rows: Sequence[OffsetRow]) -> Group:
                 str(r.step),
                 str(r.decoding_iter),
                 r.event,
-                _cell(r, fmt_u64(r.seed), "seed"),
+                _cell(r, fmt_request_seed(r.seed), "seed"),
                 _cell(r, r.subsequence, "subsequence"),
                 _cell(r, r.offset, "offset"),
                 str(r.draws),
@@ -444,9 +437,8 @@ def render_root_causes(causes: Sequence[RootCause]) -> Group:
         grid.add_row(
             cause.label,
             Text.assemble(
-                f"{n} failing finding{'s' if n != 1 else ''}, {scenarios} "
-                f"scenario{'s' if scenarios != 1 else ''}, {requests} "
-                f"request{'s' if requests != 1 else ''} ({', '.join(cause.checks)})\n",
+                f"{plural(n, 'failing finding')}, {plural(scenarios, 'scenario')}, "
+                f"{plural(requests, 'request')} ({', '.join(cause.checks)})\n",
                 (cause.why, "dim"),
             ),
         )

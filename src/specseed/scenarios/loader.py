@@ -7,7 +7,6 @@ audit never starts on half-valid input.
 
 from __future__ import annotations
 
-import difflib
 import stat
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from specseed.core.errors import ScenarioError
+from specseed.core.wording import did_you_mean
 from specseed.scenarios.schema import (
     CHECK_IDS_CONTEXT,
     AuditConfig,
@@ -272,8 +272,7 @@ def _describe(error: dict[str, Any], model: type[BaseModel]) -> str:
                 f"under engine.options ({key}: ...)."
             )
         allowed = sorted(owner.model_fields) if owner is not None else []
-        close = difflib.get_close_matches(key, allowed, n=1)
-        fix = f"Did you mean '{close[0]}'?" if close else f"Allowed keys: {', '.join(allowed)}."
+        fix = did_you_mean(key, allowed, f"Allowed keys: {', '.join(allowed)}.")
         return f"unknown key '{key}'. {fix}"
     if kind == "missing":
         return "required field is missing. Add it."
@@ -281,12 +280,7 @@ def _describe(error: dict[str, Any], model: type[BaseModel]) -> str:
         allowed = _literal_values(model, loc)
         if allowed:
             value = error.get("input")
-            close = difflib.get_close_matches(str(value), allowed, n=1)
-            fix = (
-                f"Did you mean '{close[0]}'?"
-                if close
-                else f"Expected one of: {', '.join(allowed)}."
-            )
+            fix = did_you_mean(str(value), allowed, f"Expected one of: {', '.join(allowed)}.")
             return f"unknown {loc[-1]} {value!r}. {fix}"
     message = str(error["msg"])
     if message.startswith("Value error, "):
@@ -411,8 +405,7 @@ def library_text(name: str) -> str:
 def load_library_scenario(name: str) -> LoadedScenario:
     source = f"builtin:{name}"
     if name not in library_names():
-        close = difflib.get_close_matches(name, library_names(), n=1)
-        fix = f"Did you mean '{close[0]}'?" if close else "See `specseed scenarios list`."
+        fix = did_you_mean(name, library_names(), "See `specseed scenarios list`.")
         raise ScenarioError(
             f"no built-in scenario {name!r}", [f"{source}: unknown scenario. {fix}"]
         )

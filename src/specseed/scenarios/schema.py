@@ -6,7 +6,6 @@ README's tables and ``specseed schema`` are generated from them.
 
 from __future__ import annotations
 
-import difflib
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -23,7 +22,7 @@ from pydantic import (
 
 from specseed.core.contracts import CONTRACT_NAMES, contract_names
 from specseed.core.defects import DEFECT_IDS
-from specseed.core.wording import one_of
+from specseed.core.wording import did_you_mean, one_of
 from specseed.engine_adapters.registry import engine_names
 
 UINT64_MAX = (1 << 64) - 1
@@ -136,8 +135,7 @@ CHECK_IDS_CONTEXT = "check_ids"
 def _known_check(value: str, info: ValidationInfo) -> str:
     known = (info.context or {}).get(CHECK_IDS_CONTEXT)
     if known and value not in known:
-        close = difflib.get_close_matches(value, known, n=1)
-        fix = f"Did you mean {close[0]!r}?" if close else "See `specseed checks`."
+        fix = did_you_mean(value, known, "See `specseed checks`.")
         raise ValueError(f"unknown check {value!r}. {fix}")
     return value
 
@@ -389,8 +387,7 @@ class Expectation(StrictModel):
 
 
 def _unknown(kind: str, name: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=1)
-    fix = f"Did you mean '{close[0]}'?" if close else f"Defined: {', '.join(known)}."
+    fix = did_you_mean(name, known, f"Defined: {', '.join(known)}.")
     return f"unknown {kind} {name!r}. {fix}"
 
 
