@@ -143,30 +143,27 @@ def scrub_command(argv: Sequence[str]) -> list[str]:
 
 # -- environment --------------------------------------------------------------------------
 
-_DISTRIBUTIONS = (
-    "torch",
-    "flashinfer-python",
-    "flashinfer",
-    "tensorrt_llm",
-    "vllm",
-    "transformers",
-    "numpy",
-    "pydantic",
-)
-_ENV_PREFIXES = ("CUDA_", "NVIDIA_", "PYTORCH_", "TORCH_", "FLASHINFER_", "TRTLLM_", "VLLM_")
-_ENV_NAMES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "SPECSEED_DEVICE")
-
 
 def host_environment() -> dict[str, str]:
     """Versions of specseed, Python and the packages engines use, CUDA and GPU where torch is
     already loaded, and the environment variables that steer engines (secret-looking names
-    dropped). Never imports torch itself: ``specseed check`` runs without it."""
+    dropped). Never imports torch itself: ``specseed check`` runs without it.
+
+    Which packages and variables: specseed's own and every registered engine's, as their
+    ``EngineInfo`` lists them (``packages``, ``environment_variables``)."""
+    from specseed.engine_adapters.registry import (
+        HOST_DISTRIBUTIONS,
+        recorded_environment_variables,
+        recorded_packages,
+    )
+
     env: dict[str, str] = {
         "specseed": __version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
     }
-    for dist in _DISTRIBUTIONS:
+    distributions = [d for p in recorded_packages() for d in p.dists]
+    for dist in (*distributions, *HOST_DISTRIBUTIONS):
         try:
             env[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -181,8 +178,9 @@ def host_environment() -> dict[str, str]:
                 )
         except Exception:  # a broken driver must not stop the bundle
             env["gpu"] = "unavailable"
+    prefixes, names = recorded_environment_variables()
     for name, value in sorted(os.environ.items()):
-        if (name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES) and not is_secret_name(name):
+        if (name.startswith(prefixes) or name in names) and not is_secret_name(name):
             env[f"env.{name}"] = value
     return {k: str(v) for k, v in scrub(env).items()}
 

@@ -23,6 +23,7 @@ from specseed.checks.findings import ATTRIBUTION_TEXT, EventState, Finding, Offs
 from specseed.core.defects import DEFECT_IDS, get_defect
 from specseed.core.seeds import fmt_request_seed
 from specseed.core.wording import plural
+from specseed.engine_adapters.registry import recorded_packages
 from specseed.reporting.causes import RootCause, root_causes
 
 ENVIRONMENT_ROWS = (
@@ -35,11 +36,10 @@ ENVIRONMENT_ROWS = (
     ("device", "device"),
     ("flashinfer-python", "flashinfer"),
     ("flashinfer", "flashinfer"),
-    ("tensorrt_llm", "TensorRT-LLM"),
-    ("vllm", "vLLM"),
-    ("platform", "platform"),
-    ("model", "model"),
 )
+"""Environment rows of every issue, in order; the engines' packages follow
+(``EngineInfo.packages``), then :data:`LAST_ENVIRONMENT_ROWS`."""
+LAST_ENVIRONMENT_ROWS = (("platform", "platform"), ("model", "model"))
 MAX_OFFSET_ROWS = 12
 MAX_INLINE_SCENARIO_LINES = 80
 """A scenario longer than this is not pasted into the issue (it is in the bundle)."""
@@ -79,11 +79,22 @@ def _engine_line(bundle: Bundle) -> str:
     )
 
 
+def _environment_rows() -> tuple[tuple[str, str], ...]:
+    own = {key for key, _ in ENVIRONMENT_ROWS}
+    engines = tuple(
+        (dist, package.shown_as)
+        for package in recorded_packages()
+        for dist in package.dists
+        if dist not in own
+    )
+    return (*ENVIRONMENT_ROWS, *engines, *LAST_ENVIRONMENT_ROWS)
+
+
 def _environment(bundle: Bundle) -> tuple[tuple[str, str], ...]:
     env = bundle.environment
     rows: list[tuple[str, str]] = []
     seen = set()
-    for key, label in ENVIRONMENT_ROWS:
+    for key, label in _environment_rows():
         if key in env and label not in seen:
             rows.append((label, env[key]))
             seen.add(label)

@@ -266,9 +266,10 @@ def _describe(error: dict[str, Any], model: type[BaseModel]) -> str:
     if kind == "extra_forbidden":
         key = str(loc[-1]) if loc else "?"
         owner = _model_at(model, loc[:-1])
-        if key in MOVED_TO_OPTIONS and loc[:-1] == ("engine",):
+        moved_to = _moved_to_options(key) if loc[:-1] == ("engine",) else None
+        if moved_to is not None:
             return (
-                f"unknown key '{key}': it is an option of the reference engine. Write it "
+                f"unknown key '{key}': it is an option of the {moved_to} engine. Write it "
                 f"under engine.options ({key}: ...)."
             )
         allowed = sorted(owner.model_fields) if owner is not None else []
@@ -334,8 +335,12 @@ def _validate(
         raise ScenarioError(f"{source} does not validate", problems) from None
 
 
-MOVED_TO_OPTIONS = frozenset({"defects", "rng_profile", "model_seed", "sampling_backend"})
-"""Keys that were shared engine keys before engines declared their own options."""
+def _moved_to_options(key: str) -> str | None:
+    """The engine whose option ``key`` became when engines declared their own options
+    (``EngineInfo.moved_options``), or None."""
+    from specseed.engine_adapters.registry import engines
+
+    return next((name for name, info in engines().items() if key in info.moved_options), None)
 
 
 def engine_options(config: AuditConfig, source: str, node: yaml.Node | None = None) -> BaseModel:
