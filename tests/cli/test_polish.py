@@ -14,8 +14,8 @@ import torch
 from typer.testing import CliRunner
 
 from specseed.cli.app import app
-from specseed.core.seeds import fmt_seed
-from specseed.core.wording import plural
+from specseed.core.seeds import fmt_request_seed, fmt_seed
+from specseed.core.wording import noun_for, plural
 from specseed.engine_adapters.reference import sampler
 from specseed.scenarios.loader import library_names, library_text, parse_scenario
 from specseed.scenarios.schema import MIN_TEMPERATURE, MIN_TOP_P
@@ -70,17 +70,18 @@ def test_plural() -> None:
     assert plural(1, "pair") == "1 pair"
     assert plural(0, "pair") == "0 pairs"
     assert plural(2, "pair shares", "pairs share") == "2 pairs share"
+    assert noun_for(1, "request") == "request"
+    assert noun_for(3, "request") == "requests"
 
 
 def test_one_rule_for_seeds() -> None:
-    from specseed.reporting.console import fmt_u64
-
     assert fmt_seed(42) == "42"
     assert fmt_seed((1 << 32) - 1) == "4294967295"
     assert fmt_seed(1 << 32) == "0x100000000"
     assert fmt_seed(1 << 62) == "0x4000000000000000"
     assert fmt_seed(-1) == "-1"
-    assert fmt_u64(1 << 62) == fmt_seed(1 << 62)
+    assert fmt_request_seed(1 << 62) == fmt_seed(1 << 62)
+    assert fmt_request_seed(None) == "unique"
 
 
 def test_torch_numpy_warning_is_silenced() -> None:
@@ -136,3 +137,10 @@ def test_listings_keep_every_name_whole(width: int) -> None:
         defect in flat for defect in DEFECT_IDS if any(defect in s.targets for s in CHECKS.values())
     )
     assert all(name in listing for name in library_names())
+
+
+def test_did_you_mean() -> None:
+    from specseed.core.wording import did_you_mean
+
+    assert did_you_mean("uptme", ["uptime", "spin"], "See the list.") == "Did you mean 'uptime'?"
+    assert did_you_mean("zzz", ["uptime", "spin"], "See the list.") == "See the list."

@@ -125,3 +125,60 @@ def test_a_check_from_another_package_runs_in_the_audit(installed: Path) -> None
         assert mine and all(f["status"] == "pass" for f in mine)
     finally:
         CHECKS.pop("plugin-outputs-nonempty", None)
+
+
+def test_the_adapter_takes_its_name_and_observability_from_its_engine_info(
+    installed: Path,
+) -> None:
+    from specseed.engine_adapters.registry import load_adapter_class
+
+    adapter = load_adapter_class("tokens-only")
+    info = engines()["tokens-only"]
+    assert (adapter.name, adapter.observability) == (info.name, info.observability)
+    source = (PLUGIN / "__init__.py").read_text()
+    assert 'name = "tokens-only"' not in source  # given once, in ENGINE, never repeated
+
+
+def test_doctor_lists_the_plugins_package_and_where_it_runs(installed: Path) -> None:
+    import json
+
+    result = CliRunner().invoke(app, ["doctor", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    package = next(p for p in data["packages"] if p["name"] == "specseed_tokens_only")
+    assert package["found"] and package["version"] == "0.1"
+    (row,) = [r for r in data["runnable"] if r["engine"] == "tokens-only"]
+    assert (row["device"], row["sampling_backend"], row["ok"]) == (
+        "cpu",
+        "a hash of the seed",
+        True,
+    )
+    assert row["reason"] == "pure Python, no torch"
+
+
+def test_a_bundle_and_its_report_record_the_plugins_version_and_variables(
+    installed: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    monkeypatch.setenv("TOKENS_ONLY_MODE", "test")
+    bundle = installed / "bundle"
+    code, _ = _audit(installed, "engine:\n  name: tokens-only\n", "--bundle", str(bundle))
+    assert code == 0
+    environment = json.loads((bundle / "environment.json").read_text())
+    assert environment["specseed-tokens-only"] == "0.1"
+    assert environment["env.TOKENS_ONLY_MODE"] == "test"
+    result = CliRunner().invoke(app, ["report", str(bundle)])
+    assert result.exit_code == 0, result.output
+    assert "| tokens-only engine | 0.1 |" in result.output
+
+
+def test_a_stray_option_points_at_the_plugin_that_owns_it(installed: Path) -> None:
+    model = installed / "model.yaml"
+    model.write_text("engine:\n  name: tokens-only\n  ignore_seed: true\n")
+    result = CliRunner().invoke(app, ["audit", str(model)])
+    assert result.exit_code == 2
+    assert (
+        "unknown key 'ignore_seed': it is an option of the tokens-only engine. Write it under "
+        "engine.options (ignore_seed: ...)." in " ".join(result.output.split())
+    )

@@ -53,7 +53,7 @@ fi
 
 audit() {  # audit VERSION CONTRACT
   local v=$1 c=$2 y=/tmp/model-$1-$2.yaml
-  printf 'engine:\n  device: cuda\n  sampling_backend: flashinfer\n  contract: %s\n' "$c" >"$y"
+  printf 'engine:\n  device: cuda\n  contract: %s\n  options:\n    sampling_backend: flashinfer\n' "$c" >"$y"
   stamp "audit flashinfer $v contract $c"
   (cd /tmp && timeout 130 env PYTHONPATH=$(site "$v") FLASHINFER_WORKSPACE_BASE=/tmp/ws$v \
     python3 -m specseed audit "$y" --no-progress --json "/tmp/audits/$v-$c.json")

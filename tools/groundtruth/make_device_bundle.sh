@@ -7,7 +7,9 @@
 set -euo pipefail
 work=$(mktemp -d)
 mkdir -p .device
-python3 -m pip download -q --no-deps flashinfer-python==0.7.4 flashinfer-python==0.6.4 -d "$work"
+# One call per version: asked for both pins at once, pip's resolver refuses them as a conflict.
+python3 -m pip download -q --no-deps flashinfer-python==0.7.4 -d "$work"
+python3 -m pip download -q --no-deps flashinfer-python==0.6.4 -d "$work"
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
   --implementation cp --platform manylinux_2_28_x86_64 "apache-tvm-ffi==0.1.15.post2" -d .device
 cp "$work"/flashinfer_python-0.6.4-py3-none-any.whl .device/

@@ -13,8 +13,8 @@ Layout (``BUNDLE_FORMAT`` 1; ARCHITECTURE.md, "Bundle format"):
     DIR/<scenario>/minimal.yaml    optional: the smallest failing scenario (``minimize``)
 
 The manifest is written before anything runs and every whole file is written atomically
-(temporary file, then ``os.replace``), so a crash or Ctrl-C leaves a bundle that reads: the
-reader accepts one cut short, and says what is missing.
+(``specseed.core.files``: temporary file, fsync, ``os.replace``), so a crash or Ctrl-C leaves
+a bundle that reads: the reader accepts one cut short, and says what is missing.
 
 The manifest and findings files are written and read through pydantic models (``Manifest``,
 ``FindingsFile``), which give the format its JSON Schema (``bundle_json_schema``,
@@ -29,7 +29,6 @@ import platform
 import re
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -45,6 +44,7 @@ from specseed.checks.findings import (
     Finding,
 )
 from specseed.core.errors import InputError, ScenarioError
+from specseed.core.files import write_atomic
 from specseed.run.results import AuditEvent, AuditResult, ScenarioChecked, ScenarioResult
 from specseed.scenarios.loader import (
     LoadedScenario,
@@ -217,30 +217,27 @@ def scrub_command(argv: Sequence[str]) -> list[str]:
 
 # -- environment --------------------------------------------------------------------------
 
-_DISTRIBUTIONS = (
-    "torch",
-    "flashinfer-python",
-    "flashinfer",
-    "tensorrt_llm",
-    "vllm",
-    "transformers",
-    "numpy",
-    "pydantic",
-)
-_ENV_PREFIXES = ("CUDA_", "NVIDIA_", "PYTORCH_", "TORCH_", "FLASHINFER_", "TRTLLM_", "VLLM_")
-_ENV_NAMES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "SPECSEED_DEVICE")
-
 
 def host_environment() -> dict[str, str]:
     """Versions of specseed, Python and the packages engines use, CUDA and GPU where torch is
     already loaded, and the environment variables that steer engines (secret-looking names
-    dropped). Never imports torch itself: ``specseed check`` runs without it."""
+    dropped). Never imports torch itself: ``specseed check`` runs without it.
+
+    Which packages and variables: specseed's own and every registered engine's, as their
+    ``EngineInfo`` lists them (``packages``, ``environment_variables``)."""
+    from specseed.engine_adapters.registry import (
+        HOST_DISTRIBUTIONS,
+        recorded_environment_variables,
+        recorded_packages,
+    )
+
     env: dict[str, str] = {
         "specseed": __version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
     }
-    for dist in _DISTRIBUTIONS:
+    distributions = [d for p in recorded_packages() for d in p.dists]
+    for dist in (*distributions, *HOST_DISTRIBUTIONS):
         try:
             env[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -255,28 +252,11 @@ def host_environment() -> dict[str, str]:
                 )
         except Exception:  # a broken driver must not stop the bundle
             env["gpu"] = "unavailable"
+    prefixes, names = recorded_environment_variables()
     for name, value in sorted(os.environ.items()):
-        if (name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES) and not is_secret_name(name):
+        if (name.startswith(prefixes) or name in names) and not is_secret_name(name):
             env[f"env.{name}"] = value
     return {k: str(v) for k, v in scrub(env).items()}
-
-
-# -- atomic files -------------------------------------------------------------------------
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write a whole file so that a reader sees the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _json(data: Any) -> str:

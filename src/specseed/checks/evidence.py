@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from specseed.checks.findings import Attribution, EventState, StreamSide, TokenDiff
 from specseed.core.contracts import RngContract
+from specseed.core.wording import noun_for
 from specseed.traces.records import RowRecord, RunTrace, SamplingEvent
 
 DIFF_CONTEXT = 4
@@ -282,6 +283,6 @@ def unrecorded_reason(trace: RunTrace, requests: list[str]) -> str:
         f" and {len(requests) - 5} more" if len(requests) > 5 else ""
     )
     return (
-        f"{trace.name}: no sampling event was recorded for sampled request"
-        f"{'s' if len(requests) > 1 else ''} {shown}"
+        f"{trace.name}: no sampling event was recorded for sampled "
+        f"{noun_for(len(requests), 'request')} {shown}"
     )

@@ -35,7 +35,7 @@ class Suspect:
     """A defect class that fits the evidence."""
 
     defect: str
-    """Defect id from DESIGN.md."""
+    """Defect id from the catalogue (``specseed.core.defects``)."""
     why: str
     """One line: the evidence that points at it."""
 

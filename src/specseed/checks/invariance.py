@@ -1,7 +1,9 @@
 """Comparison checks: a request's tokens must not change with how it was served.
 
 Each check compares the runs a scenario names under ``expect`` (each to the first) and yields
-one finding per expectation, with a diff per diverging request.
+one finding per expectation, with a diff per diverging request. Each states beside it the
+suspects a divergence seen in tokens only points at (``token_suspects=``); the id it is known
+by comes from the expectation, as the runner stamps it.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from collections.abc import Callable, Iterator
 from specseed.checks.context import CheckContext
 from specseed.checks.evidence import stream_diff
 from specseed.checks.findings import ATTRIBUTION_TEXT, Finding, Suspect, TokenDiff
-from specseed.checks.registry import comparison_check
+from specseed.checks.registry import comparison_check, comparison_checks
 from specseed.checks.suspects import divergence_suspects, merge
-from specseed.checks.token_suspects import token_suspects
+from specseed.checks.token_suspects import TokenDivergence, token_suspects
 from specseed.core.contracts import RngContract
 from specseed.core.wording import plural
 from specseed.scenarios.schema import Expectation
@@ -65,18 +67,19 @@ def _rows_moved(left: RunTrace, right: RunTrace, request: str) -> bool:
 
 
 def _streams(count: int) -> str:
-    return "1 request stream changes" if count == 1 else f"{count} request streams change"
+    return plural(count, "request stream changes", "request streams change")
 
 
 def _compare(
     ctx: CheckContext,
     expectation: Expectation,
-    check_id: str,
     applies: RequestFilter,
     varied: str,
     extra_suspects: Callable[[TokenDiff], list[Suspect]] | None = None,
     note: str = "",
 ) -> Iterator[Finding]:
+    check_id = expectation.check
+    rule = comparison_checks()[check_id].token_suspects
     traces = [ctx.traces[run] for run in expectation.runs]
     runs = tuple(expectation.runs)
     broken = [t.name for t in traces if t.failed]
@@ -125,7 +128,7 @@ def _compare(
                 continue
             diffs.append(diff)
             if diff.attribution == "tokens-only":
-                suspects.extend(token_suspects(check_id, diff, base, other, set(requests)))
+                suspects.extend(token_suspects(rule, diff, base, other, set(requests)))
                 continue
             suspects.extend(divergence_suspects(diff, base, other, contract))
             if extra_suspects is not None:
@@ -168,6 +171,18 @@ def _compare(
         )
 
 
+def _seed_not_deciding(d: TokenDivergence) -> list[Suspect]:
+    if not d.seeded:
+        return []
+    return [
+        Suspect(
+            "engine-counter",
+            f"{d.what} differs at {d.where} between two identical runs: its seed does not "
+            "decide its stream (the engine ignores it, or a proxy drops it)",
+        )
+    ]
+
+
 @comparison_check(
     "run-to-run",
     short="repeat",
@@ -176,18 +191,27 @@ def _compare(
     "identical tokens for every request, seeded or not (on an engine not restarted between "
     "runs, such as a server: every seeded and greedy request).",
     targets=(),
+    token_suspects=_seed_not_deciding,
 )
 def run_to_run(ctx: CheckContext, expectation: Expectation) -> Iterator[Finding]:
     traces = [ctx.traces[run] for run in expectation.runs if run in ctx.traces]
     if all(t.header.fresh_engine for t in traces):
-        yield from _compare(ctx, expectation, "run-to-run", _any, "a second identical run")
+        yield from _compare(ctx, expectation, _any, "a second identical run")
         return
     # Without a restart between runs, unseeded requests draw from wherever the engine's
     # own stream has got to; only seeded and greedy ones must repeat.
     note = "; unseeded requests not compared: the engine was not restarted between runs"
-    yield from _compare(
-        ctx, expectation, "run-to-run", _seeded_or_greedy, "a second identical run", note=note
-    )
+    yield from _compare(ctx, expectation, _seeded_or_greedy, "a second identical run", note=note)
+
+
+def _stream_follows_uptime(d: TokenDivergence) -> list[Suspect]:
+    return [
+        Suspect(
+            "engine-counter",
+            f"{d.what} differs at {d.where} after earlier traffic: the stream depends on how "
+            "much the engine served before",
+        )
+    ]
 
 
 @comparison_check(
@@ -197,9 +221,29 @@ def run_to_run(ctx: CheckContext, expectation: Expectation) -> Iterator[Finding]
     description="A seeded or greedy request's tokens do not depend on the traffic the engine "
     "served before it (warmup batches, earlier requests).",
     targets=("engine-counter",),
+    token_suspects=_stream_follows_uptime,
 )
 def uptime_invariance(ctx: CheckContext, expectation: Expectation) -> Iterator[Finding]:
-    yield from _compare(ctx, expectation, "uptime-invariance", _seeded_or_greedy, "engine uptime")
+    yield from _compare(ctx, expectation, _seeded_or_greedy, "engine uptime")
+
+
+def _stream_follows_neighbours(d: TokenDivergence) -> list[Suspect]:
+    if not d.seeded:
+        return []
+    if d.unseeded_neighbours(d.left) != d.unseeded_neighbours(d.right):
+        return [
+            Suspect(
+                "neighbor-unseeded",
+                f"{d.what} differs at {d.where}, and only one side had an unseeded neighbour",
+            )
+        ]
+    return [
+        Suspect(
+            "row0-seed",
+            f"{d.what} differs at {d.where} when only its neighbours changed: its draws "
+            "follow another row's seed",
+        )
+    ]
 
 
 @comparison_check(
@@ -209,11 +253,18 @@ def uptime_invariance(ctx: CheckContext, expectation: Expectation) -> Iterator[F
     description="A seeded or greedy request's tokens do not depend on which other requests "
     "share its batch (seeded, unseeded, greedy neighbours) when its own row is unchanged.",
     targets=("row0-seed", "neighbor-unseeded", "engine-counter"),
+    token_suspects=_stream_follows_neighbours,
 )
 def batch_invariance(ctx: CheckContext, expectation: Expectation) -> Iterator[Finding]:
-    yield from _compare(
-        ctx, expectation, "batch-invariance", _seeded_or_greedy, "batch composition"
-    )
+    yield from _compare(ctx, expectation, _seeded_or_greedy, "batch composition")
+
+
+def _stream_follows_row(d: TokenDivergence) -> list[Suspect]:
+    if not d.seeded:
+        return []
+    return [
+        Suspect("row-subsequence", f"{d.what} differs at {d.where} when only its batch row changed")
+    ]
 
 
 @comparison_check(
@@ -222,11 +273,20 @@ def batch_invariance(ctx: CheckContext, expectation: Expectation) -> Iterator[Fi
     title="Batch-position invariance",
     description="A seeded or greedy request's tokens do not depend on its row in the batch.",
     targets=("row-subsequence",),
+    token_suspects=_stream_follows_row,
 )
 def position_invariance(ctx: CheckContext, expectation: Expectation) -> Iterator[Finding]:
-    yield from _compare(
-        ctx, expectation, "position-invariance", _seeded_or_greedy, "batch position"
-    )
+    yield from _compare(ctx, expectation, _seeded_or_greedy, "batch position")
+
+
+def _stream_follows_overlap(d: TokenDivergence) -> list[Suspect]:
+    if not d.seeded:
+        return []
+    return [
+        Suspect(
+            "overlap-window-reuse", f"{d.what} differs at {d.where} with the overlap scheduler on"
+        )
+    ]
 
 
 @comparison_check(
@@ -236,11 +296,10 @@ def position_invariance(ctx: CheckContext, expectation: Expectation) -> Iterator
     description="A seeded or greedy request's tokens are the same with the overlap scheduler "
     "on and off.",
     targets=("overlap-window-reuse",),
+    token_suspects=_stream_follows_overlap,
 )
 def overlap_invariance(ctx: CheckContext, expectation: Expectation) -> Iterator[Finding]:
-    yield from _compare(
-        ctx, expectation, "overlap-invariance", _seeded_or_greedy, "the overlap scheduler"
-    )
+    yield from _compare(ctx, expectation, _seeded_or_greedy, "the overlap scheduler")
 
 
 def _greedy_drift(diff: TokenDiff) -> list[Suspect]:
@@ -263,6 +322,15 @@ def _greedy_drift(diff: TokenDiff) -> list[Suspect]:
     ]
 
 
+def _greedy_differs(d: TokenDivergence) -> list[Suspect]:
+    return [
+        Suspect(
+            "greedy-drift",
+            f"{d.diff.request} (greedy) differs at {d.where} with and without speculation",
+        )
+    ]
+
+
 @comparison_check(
     "greedy-spec-equivalence",
     short="greedy",
@@ -270,12 +338,12 @@ def _greedy_drift(diff: TokenDiff) -> list[Suspect]:
     description="Greedy requests produce the same tokens with speculation (any verification "
     "mode) as with max_draft_len 0.",
     targets=("greedy-drift",),
+    token_suspects=_greedy_differs,
 )
 def greedy_spec_equivalence(ctx: CheckContext, expectation: Expectation) -> Iterator[Finding]:
     yield from _compare(
         ctx,
         expectation,
-        "greedy-spec-equivalence",
         _greedy,
         "speculation",
         extra_suspects=_greedy_drift,

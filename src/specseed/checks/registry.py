@@ -1,12 +1,13 @@
-"""The check registry: every check with its stable id, family, meaning, targets and the
-evidence it needs.
+"""The check registry: every check with its stable id, family, meaning, targets, the
+evidence it needs and (comparisons) its token-suspect rule.
 
 Run checks register with ``@run_check(...)`` and take one recorded run; comparison checks
 register with ``@comparison_check(...)`` and take one of a scenario's expectations. A
 duplicate id is an error at import time. Ids are the public names users see in reports, in
-model.yaml's ``checks.skip`` and in scenarios' ``expect``; they never change meaning. The
-runner stamps each finding with its check's id, and skips a check (with the reason) when a
-run does not expose the evidence the check ``needs``.
+model.yaml's ``checks.skip`` and in scenarios' ``expect`` (whose schema takes the comparison
+ids from here); they never change meaning. The runner stamps each finding with its check's id
+(a check never writes it), and skips a check (with the reason) when a run does not expose the
+evidence the check ``needs``.
 
 Other packages add run checks with an entry point in the ``specseed.checks`` group naming a
 module; importing it registers its checks.
@@ -24,6 +25,7 @@ from specseed.traces.records import EVIDENCE, Evidence, RunTrace
 
 if TYPE_CHECKING:
     from specseed.checks.context import CheckContext
+    from specseed.checks.token_suspects import TokenSuspectRule
     from specseed.scenarios.schema import Expectation
 
 CheckKind = Literal["run", "comparison"]
@@ -61,6 +63,8 @@ class RunCheckSpec(CheckSpec):
 @dataclass(frozen=True)
 class ComparisonCheckSpec(CheckSpec):
     func: ComparisonCheck
+    token_suspects: TokenSuspectRule | None = None
+    """Its suspects for a divergence seen in tokens only (``checks/token_suspects.py``)."""
 
 
 CHECKS: dict[str, CheckSpec] = {}
@@ -106,13 +110,24 @@ def comparison_check(
     description: str,
     targets: tuple[str, ...],
     needs: tuple[Evidence, ...] = ("tokens",),
+    token_suspects: TokenSuspectRule | None = None,
 ) -> Callable[[ComparisonCheck], ComparisonCheck]:
-    """Decorator: register a check that compares the runs of an expectation."""
+    """Decorator: register a check that compares the runs of an expectation; scenarios name
+    it under ``expect``. ``token_suspects``: the defect classes a divergence seen in tokens
+    only fits, given what the compared runs vary."""
 
     def wrap(func: ComparisonCheck) -> ComparisonCheck:
         _validate(check_id, targets, needs)
         CHECKS[check_id] = ComparisonCheckSpec(
-            check_id, short, "comparison", title, description, targets, needs, func
+            check_id,
+            short,
+            "comparison",
+            title,
+            description,
+            targets,
+            needs,
+            func,
+            token_suspects,
         )
         return func
 

@@ -292,8 +292,12 @@ def overlapping_pairs(events: list[EventState]) -> list[tuple[EventState, EventS
     return pairs
 
 
+DRAW_RANGES_DISJOINT = "draw-ranges-disjoint"
+"""The check's id, written once: registered with it, and looked up in the contract's limitations."""
+
+
 @run_check(
-    "draw-ranges-disjoint",
+    DRAW_RANGES_DISJOINT,
     short="draws",
     title="Draw ranges disjoint",
     description="No two sampling events of one request read overlapping (seed, subsequence, "
@@ -321,7 +325,7 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
     violations: list[tuple[str, EventState, EventState]] = []
     seeds = {info.request_id: info.seed for info in trace.header.requests}
     excused: list[tuple[str, EventState, EventState]] = []
-    limitation = contract.limitation_for("draw-ranges-disjoint")
+    limitation = contract.limitation_for(DRAW_RANGES_DISJOINT)
     for request, events in per_request.items():
         seed = trace.request(request).seed
         for first, second in overlapping_pairs(events):

@@ -217,8 +217,12 @@ def distinct_seeds(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     )
 
 
+UNSEEDED_INDEPENDENCE = "unseeded-independence"
+"""The check's id, written once: registered with it, and looked up in the contract's limitations."""
+
+
 @run_check(
-    "unseeded-independence",
+    UNSEEDED_INDEPENDENCE,
     short="unseeded",
     title="Unseeded requests independent",
     description="Unseeded requests each draw from a stream of their own: none shares a "
@@ -237,7 +241,7 @@ def unseeded_independence(ctx: CheckContext, trace: RunTrace) -> Iterator[Findin
         yield Finding(status="skip", message=f"{why}; their streams cannot be compared")
         return
     contract = ctx.contract
-    limitation = contract.limitation_for("unseeded-independence")
+    limitation = contract.limitation_for(UNSEEDED_INDEPENDENCE)
     problems: list[str] = []
     excused: list[str] = []
     suspects: list[Suspect] = []

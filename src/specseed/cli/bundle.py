@@ -37,9 +37,10 @@ def _write_text(path: Path | None, text: str) -> None:
     if path is None or str(path) == "-":
         sys.stdout.write(text)
         return
+    from specseed.core.files import write_atomic
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_atomic(path, text)
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc.strerror}") from None
     err.print(f"wrote {path}")

@@ -3,6 +3,7 @@
 Exit codes: 0 every invariant holds, 1 a violation, 2 bad input, 3 the engine could not run,
 4 nothing was checked (every finding is skip).
 5 the audit ran but an output could not be written (130/143 for signals: cli/interrupts.py).
+The numbers live in ``specseed.audit.exit_codes`` so that library callers share them.
 """
 
 from __future__ import annotations
@@ -14,16 +15,26 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from specseed.audit.exit_codes import (
+    EXIT_BAD_INPUT,
+    EXIT_ENGINE,
+    EXIT_NOTHING_CHECKED,
+    EXIT_OK,
+    EXIT_OUTPUT,
+    EXIT_VIOLATION,
+)
 from specseed.core.errors import EngineError, InputError, OutputError, ScenarioError, SpecseedError
 
-EXIT_OK = 0
-EXIT_VIOLATION = 1
-EXIT_BAD_INPUT = 2
-EXIT_ENGINE = 3
-EXIT_NOTHING_CHECKED = 4
-"""Every finding is ``skip``: the engine exposed no evidence any check could use."""
-EXIT_OUTPUT = 5
-"""The audit ran, but a report or trace file could not be written."""
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_ENGINE",
+    "EXIT_NOTHING_CHECKED",
+    "EXIT_OK",
+    "EXIT_OUTPUT",
+    "EXIT_VIOLATION",
+    "error_boundary",
+    "stderr",
+]
 
 # soft_wrap: a problem line (file:line: path: message) is never broken inside a path.
 stderr = Console(stderr=True, soft_wrap=True)

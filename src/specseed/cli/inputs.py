@@ -1,4 +1,5 @@
-"""Command-line checks made before an audit runs: flags read as files, outputs onto inputs.
+"""Command-line checks made before an audit runs: flags read as files, outputs onto inputs
+(``check_output_paths`` lives with the audit, ``specseed.audit.outputs``, and is re-exported).
 
 Each raises ``InputError`` (exit 2) with one line naming the path and the fix, so that no
 engine time is spent and no input file is overwritten.
@@ -6,11 +7,12 @@ engine time is spent and no input file is overwritten.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable
 from pathlib import Path
 
+from specseed.audit.outputs import check_output_paths
 from specseed.core.errors import InputError
+
+__all__ = ["FLAG", "check_model_yaml_argument", "check_output_paths"]
 
 FLAG = ""
 """Metavar of on/off flags: typer shows ``<bool>`` otherwise, as if the flag took a value."""
@@ -27,40 +29,3 @@ def check_model_yaml_argument(model_yaml: Path | None) -> None:
             f"{model_yaml}: no such model.yaml (flags such as --matrix take no value)",
             hint="write `--matrix`, not `--matrix true`",
         )
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        if a.exists() and b.exists():
-            return os.path.samefile(a, b)
-    except OSError:
-        pass
-    return a.resolve() == b.resolve()
-
-
-def check_output_paths(outputs: dict[str, Path | None], inputs: Iterable[Path]) -> None:
-    """Refuse two reports on one path, or a report onto model.yaml or a scenario file.
-
-    ``outputs`` maps an option name (``--json``) to its path; ``-`` is stdout, which only one
-    report can have.
-    """
-    to_stdout = [option for option, path in outputs.items() if path and str(path) == "-"]
-    if len(to_stdout) > 1:
-        raise InputError(
-            f"{' and '.join(to_stdout)} both write to stdout ('-')",
-            hint="send at most one report to stdout",
-        )
-    given = [(option, path) for option, path in outputs.items() if path and str(path) != "-"]
-    for index, (option, path) in enumerate(given):
-        for other_option, other in given[:index]:
-            if _same_file(path, other):
-                raise InputError(
-                    f"{other_option} and {option} both write {path}",
-                    hint="give each report its own file",
-                )
-        for source in inputs:
-            if _same_file(path, source):
-                raise InputError(
-                    f"{option} {path} would overwrite an input of this audit ({source})",
-                    hint="write the report to another file",
-                )

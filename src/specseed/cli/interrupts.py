@@ -12,10 +12,12 @@ import signal
 from types import FrameType
 from typing import Any
 
+from specseed.audit.exit_codes import EXIT_SIGNAL
 from specseed.core.errors import AuditInterrupted
 
+__all__ = ["EXIT_SIGNAL", "SIGNALS", "InterruptGuard"]
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
-EXIT_SIGNAL = {"SIGINT": 130, "SIGTERM": 143}
 
 
 class InterruptGuard:

@@ -36,6 +36,7 @@ def init(
       specseed init && specseed audit model.yaml
       specseed init vllm.yaml --engine vllm
     """
+    from specseed.core.files import write_atomic
     from specseed.engine_adapters.registry import engine_names
     from specseed.scenarios.template import model_yaml_template
 
@@ -47,7 +48,7 @@ def init(
         if path.exists() and not force:
             raise InputError(f"{path} exists", hint="pass --force to overwrite it")
         try:
-            path.write_text(model_yaml_template(engine), encoding="utf-8")
+            write_atomic(path, model_yaml_template(engine))
         except OSError as exc:
             raise InputError(f"cannot write {path}: {exc.strerror}") from None
     out.print(f"wrote {path}; run: specseed audit {path}")

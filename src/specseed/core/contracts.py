@@ -1,6 +1,7 @@
 """RNG layout contracts: the rule an engine follows to give each sampling event its Philox state.
 
-A contract is data, not code scattered through checks (DESIGN.md section 1). The reference
+A contract is data, not code scattered through checks: adding an engine's layout is one entry
+here, and every check reads it through the same questions. The reference
 engine's ``rng_profile`` names the contract the engine itself follows; model.yaml's
 ``contract`` names the one the audit holds the engine to. Checks ask the contract what state
 an event should have had and which invariants it gives up (its stated limitations).
@@ -53,7 +54,7 @@ class Limitation:
     """An invariant a contract gives up on purpose, with the defect class it amounts to."""
 
     defect: str
-    """The defect id from DESIGN.md that this limitation is an instance of."""
+    """The defect id (``specseed.core.defects``) that this limitation is an instance of."""
     checks: tuple[str, ...]
     """Check ids whose failures this limitation explains (when states follow the contract)."""
     reason: str

@@ -1,7 +1,8 @@
-"""The catalogue of known defect classes (DESIGN.md section 1), as data.
+"""The catalogue of known defect classes, as data: each id with what goes wrong, where it was
+seen and how the reference engine reproduces it.
 
-Ids are stable: model.yaml names them under ``engine.options.defects``, the reference engine injects
-them, checks name them as ``suspects``, and contracts name the ones they accept as known
+Ids are stable: model.yaml names them under ``engine.options.defects``, the reference engine
+injects them, checks name them as ``suspects``, and contracts name the ones they accept as known
 limitations. Nothing here imports torch.
 """
 

@@ -1,6 +1,7 @@
 """Typed errors raised by library code.
 
-Only ``specseed.cli`` turns these into a message, a hint and an exit code (STYLE.md rule 5).
+Only ``specseed.cli`` turns these into a message, a hint and an exit code (``cli/errors.py``,
+the one error boundary); library code raises them and never exits.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class EngineUnavailable(EngineError):
 
 class OutputError(SpecseedError):
     """The audit ran, but one of its outputs (a report file, a trace file) could not be
-    written. The findings stand; the message names what is missing. Exit code 4 when no
+    written. The findings stand; the message names what is missing. Exit code 5 when no
     finding fails."""
 
 

@@ -13,3 +13,9 @@ HEX_FROM = 1 << 32
 def fmt_seed(value: int) -> str:
     """``42`` or ``0x4000000000000000``: decimal below 2^32, hex above."""
     return str(value) if 0 <= value < HEX_FROM else f"{value:#x}" if value >= 0 else str(value)
+
+
+def fmt_request_seed(value: int | None) -> str:
+    """A request's seed as ``fmt_seed`` writes it; ``None`` (no seed: the engine gives the
+    request a unique one) is ``unique``."""
+    return "unique" if value is None else fmt_seed(value)

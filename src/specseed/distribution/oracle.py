@@ -115,19 +115,29 @@ class ReferenceOracle:
 _CACHE: dict[tuple[str, int], ReferenceOracle] = {}
 
 
+def _serves_builtin_model(engine: object) -> bool:
+    """Whether ``engine`` serves specseed's built-in model without a checkpoint
+    (``EngineInfo.builtin_model``); an engine not registered here does not."""
+    from specseed.engine_adapters.registry import engines
+
+    info = engines().get(str(engine))
+    return info is not None and info.builtin_model
+
+
 def oracle_for(engine_config: EngineConfigRecord) -> ProbabilityOracle:
     """The oracle of the target a trace's engine served (cached per checkpoint).
 
     Any engine whose recorded configuration names a checkpoint specseed loads (``checkpoint``:
-    a local Llama directory) or the built-in model (``model_seed``, reference engine) gets
-    one; otherwise ``OracleUnavailable`` says why.
+    a local Llama directory) or the built-in model (``model_seed``, of an engine whose
+    ``EngineInfo.builtin_model`` says it serves one) gets one; otherwise ``OracleUnavailable``
+    says why.
     """
     checkpoint = engine_config.checkpoint
-    if checkpoint is None and engine_config.name != "reference":
+    if checkpoint is None and not _serves_builtin_model(engine_config.name):
         raise OracleUnavailable(
             f"engine {engine_config.name} names no checkpoint specseed can load"
         )
-    # The built-in model's seed is a reference engine option (1.0/1.1 traces read with it
+    # The built-in model's seed is an engine option (1.0/1.1 traces read with it
     # moved there).
     seed = engine_config.options.get("model_seed", 0) if checkpoint is None else 0
     if not isinstance(seed, int) or isinstance(seed, bool):

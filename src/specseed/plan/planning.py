@@ -7,13 +7,13 @@ is loaded.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from specseed.checks import CHECKS
 from specseed.core.errors import ScenarioError
+from specseed.core.wording import did_you_mean
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
 from specseed.scenarios.loader import LoadedScenario, engine_options, resolve_scenarios
 from specseed.scenarios.schema import AuditConfig, EngineConfig, RunSpec, Scenario
@@ -114,8 +114,7 @@ def _check_skip_list(config: AuditConfig, source: str) -> None:
     problems = []
     for check_id in config.checks.skip:
         if check_id not in CHECKS:
-            close = difflib.get_close_matches(check_id, list(CHECKS), n=1)
-            fix = f"Did you mean '{close[0]}'?" if close else "See `specseed checks`."
+            fix = did_you_mean(check_id, CHECKS, "See `specseed checks`.")
             problems.append(f"{source}: checks.skip: unknown check '{check_id}'. {fix}")
     if problems:
         raise ScenarioError(f"{source} does not validate", problems)

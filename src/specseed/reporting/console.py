@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.markup import escape
@@ -31,7 +32,7 @@ from specseed.checks.findings import (
     StreamSide,
     TokenDiff,
 )
-from specseed.core.seeds import fmt_seed
+from specseed.core.seeds import fmt_request_seed, fmt_seed
 from specseed.core.wording import plural
 from specseed.plan.scope import checked_nothing
 from specseed.reporting.base import Reporter
@@ -39,8 +40,12 @@ from specseed.reporting.causes import RootCause, root_causes
 from specseed.run.matrix import MatrixResult
 from specseed.run.results import (
     AuditEvent,
+    AuditFinished,
+    AuditInterruptedEvent,
     AuditResult,
+    AuditSkipped,
     AuditStarted,
+    OutputFailed,
     RunFinished,
     RunStarted,
     ScenarioChecked,
@@ -60,13 +65,6 @@ MAX_DIFFS_SHOWN = 1
 SHORT_RUN_NAME = 12
 """Run names longer than this are shown as A and B in RNG state tables."""
 """Diffs of a finding shown in full; the others get one line each."""
-
-
-def fmt_u64(value: int | None) -> str:
-    """A seed for tables (see ``specseed.core.seeds``); ``None`` is a unique seed."""
-    if value is None:
-        return "unique"
-    return fmt_seed(value)
 
 
 def _status_text(status: str) -> Text:
@@ -255,7 +253,7 @@ def render_diff(diff: TokenDiff) -> Group:
                 states.add_row(
                     label if n == 0 else "",
                     names[n],
-                    fmt_u64(event.seed),
+                    fmt_request_seed(event.seed),
                     str(event.subsequence),
                     str(event.offset),
                     str(event.draws),
@@ -303,7 +301,7 @@ def _cell(row: OffsetRow, value: object, field: str) -> Text:
 def _expected_cell(row: OffsetRow) -> Text:
     """What the contract expected, only where the engine did something else."""
     expected = {
-        "seed": fmt_u64(row.expected_seed),
+        "seed": fmt_request_seed(row.expected_seed),
         "subsequence": str(row.expected_subsequence),
         "offset": "—" if row.expected_offset is None else str(row.expected_offset),
     }
@@ -343,7 +341,7 @@ def render_offsets(rows: Sequence[OffsetRow]) -> Group:
                 str(r.step),
                 str(r.decoding_iter),
                 r.event,
-                _cell(r, fmt_u64(r.seed), "seed"),
+                _cell(r, fmt_request_seed(r.seed), "seed"),
                 _cell(r, r.subsequence, "subsequence"),
                 _cell(r, r.offset, "offset"),
                 str(r.draws),
@@ -439,9 +437,8 @@ def render_root_causes(causes: Sequence[RootCause]) -> Group:
         grid.add_row(
             cause.label,
             Text.assemble(
-                f"{n} failing finding{'s' if n != 1 else ''}, {scenarios} "
-                f"scenario{'s' if scenarios != 1 else ''}, {requests} "
-                f"request{'s' if requests != 1 else ''} ({', '.join(cause.checks)})\n",
+                f"{plural(n, 'failing finding')}, {plural(scenarios, 'scenario')}, "
+                f"{plural(requests, 'request')} ({', '.join(cause.checks)})\n",
                 (cause.why, "dim"),
             ),
         )
@@ -627,14 +624,21 @@ def render_matrix(matrix: MatrixResult, console: Console) -> None:
 
 class ConsoleReporter(Reporter):
     """The Rich terminal report; with ``progress``, a progress bar on stderr while it runs;
-    with ``summary``, only the verdict table and the root causes."""
+    with ``summary``, only the verdict table and the root causes.
+
+    The notes of an audit's end go to ``err`` after the report, when ``AuditFinished``
+    arrives: the interruption, missing evidence, outputs that could not be written, and where
+    the traces are."""
 
     def __init__(
         self, out: Console, err: Console, *, progress: bool, summary: bool = False
     ) -> None:
         self.out = out
+        self.err = err
         self.summary = summary
         self.progress = AuditProgress(err) if progress else None
+        self._interrupted: AuditInterruptedEvent | None = None
+        self._failed: list[OutputFailed] = []
 
     def __enter__(self) -> ConsoleReporter:
         if self.progress is not None:
@@ -646,8 +650,44 @@ class ConsoleReporter(Reporter):
             self.progress.__exit__(*exc)
 
     def on_event(self, event: AuditEvent) -> None:
-        if self.progress is not None:
+        if isinstance(event, AuditSkipped):
+            self.err.print(event.reason)
+        elif isinstance(event, AuditInterruptedEvent):
+            if not event.reported:
+                self.err.print(
+                    f"Interrupted by {event.signal} before any scenario ran; nothing to report."
+                )
+            self._interrupted = event
+        elif isinstance(event, OutputFailed):
+            self._failed.append(event)
+        elif isinstance(event, AuditFinished):
+            if event.result is not None:
+                self._print_notes(event.result, event.bundle)
+        elif self.progress is not None:
             self.progress(event)
+
+    def _print_notes(self, result: AuditResult, bundle: Path | None) -> None:
+        notes: list[str] = []
+        if self._interrupted is not None:
+            finished = self._interrupted.finished
+            total = finished + len(self._interrupted.unfinished)
+            notes.append(
+                f"Interrupted by {self._interrupted.signal}: {finished} of {total} scenarios "
+                f"finished and are reported; not finished: "
+                f"{', '.join(self._interrupted.unfinished)}."
+            )
+        notes += [f"Missing evidence: {m}" for m in result.missing_evidence]
+        notes += [f"Error: {failed.message}" for failed in self._failed]
+        if bundle is not None and (result.interrupted or result.missing_evidence):
+            notes.append(
+                f"Traces are in {bundle}/<scenario>/<run>.jsonl; a run cut short ends with an "
+                "Interrupted failure or reads as truncated."
+            )
+        for note in notes:
+            try:
+                self.err.print(escape(note), soft_wrap=True)
+            except OSError:
+                break
 
     def finish(self, result: AuditResult, exit_code: int) -> None:
         render_report(result, self.out, exit_code, summary=self.summary)

@@ -21,6 +21,9 @@ from specseed.bundle.format import Bundle, BundleScenario
 from specseed.checks import CHECKS
 from specseed.checks.findings import ATTRIBUTION_TEXT, EventState, Finding, OffsetRow, TokenDiff
 from specseed.core.defects import DEFECT_IDS, get_defect
+from specseed.core.seeds import fmt_request_seed
+from specseed.core.wording import plural
+from specseed.engine_adapters.registry import recorded_packages
 from specseed.reporting.causes import RootCause, root_causes
 
 ENVIRONMENT_ROWS = (
@@ -33,11 +36,10 @@ ENVIRONMENT_ROWS = (
     ("device", "device"),
     ("flashinfer-python", "flashinfer"),
     ("flashinfer", "flashinfer"),
-    ("tensorrt_llm", "TensorRT-LLM"),
-    ("vllm", "vLLM"),
-    ("platform", "platform"),
-    ("model", "model"),
 )
+"""Environment rows of every issue, in order; the engines' packages follow
+(``EngineInfo.packages``), then :data:`LAST_ENVIRONMENT_ROWS`."""
+LAST_ENVIRONMENT_ROWS = (("platform", "platform"), ("model", "model"))
 MAX_OFFSET_ROWS = 12
 MAX_INLINE_SCENARIO_LINES = 80
 """A scenario longer than this is not pasted into the issue (it is in the bundle)."""
@@ -63,12 +65,6 @@ class IssueReport:
     """(run, stack trace) of the lead scenario's runs that crashed."""
 
 
-def _u64(value: int | None) -> str:
-    if value is None:
-        return "unique"
-    return str(value) if value < 1 << 32 else f"{value:#x}"
-
-
 def _engine_line(bundle: Bundle) -> str:
     engine = bundle.config.engine
     options = ", ".join(
@@ -83,11 +79,22 @@ def _engine_line(bundle: Bundle) -> str:
     )
 
 
+def _environment_rows() -> tuple[tuple[str, str], ...]:
+    own = {key for key, _ in ENVIRONMENT_ROWS}
+    engines = tuple(
+        (dist, package.shown_as)
+        for package in recorded_packages()
+        for dist in package.dists
+        if dist not in own
+    )
+    return (*ENVIRONMENT_ROWS, *engines, *LAST_ENVIRONMENT_ROWS)
+
+
 def _environment(bundle: Bundle) -> tuple[tuple[str, str], ...]:
     env = bundle.environment
     rows: list[tuple[str, str]] = []
     seen = set()
-    for key, label in ENVIRONMENT_ROWS:
+    for key, label in _environment_rows():
         if key in env and label not in seen:
             rows.append((label, env[key]))
             seen.add(label)
@@ -118,7 +125,7 @@ def build_issue(bundle: Bundle, findings: Sequence[Finding] | None = None) -> Is
     else:
         suspect = f"{causes[0].defect}: " if causes[0].defect else ""
         more = len(causes) - 1
-        others = f" (+{more} more cause{'s' if more > 1 else ''})" if more else ""
+        others = f" (+{plural(more, 'more cause')})" if more else ""
         title = f"[specseed] {suspect}{lead.check} fails on {engine.name} ({lead.scenario}){others}"
     minimized = scenario is not None and scenario.minimal is not None
     scenario_yaml = ""
@@ -246,7 +253,7 @@ def _diff_markdown(diff: TokenDiff) -> list[str]:
 def _state_text(event: EventState | None) -> str:
     if event is None:
         return "no event"
-    return f"seed {_u64(event.seed)}, subsequence {event.subsequence}, offset {event.offset}"
+    return f"seed {fmt_request_seed(event.seed)}, subsequence {event.subsequence}, offset {event.offset}"
 
 
 def _state_row(
@@ -257,7 +264,7 @@ def _state_row(
     if event is None:
         return [label, run, "—", "", "", "", "", ""]
     values = [
-        _u64(event.seed),
+        fmt_request_seed(event.seed),
         str(event.subsequence),
         str(event.offset),
         str(event.draws),
@@ -295,10 +302,10 @@ def _offsets_markdown(rows: Sequence[OffsetRow]) -> list[str]:
                 str(r.step),
                 str(r.decoding_iter),
                 r.event,
-                _u64(r.expected_seed),
+                fmt_request_seed(r.expected_seed),
                 str(r.expected_subsequence),
                 str(r.expected_offset),
-                mark(_u64(r.seed), "seed"),
+                mark(fmt_request_seed(r.seed), "seed"),
                 mark(str(r.subsequence), "subsequence"),
                 mark(str(r.offset), "offset"),
                 str(r.draws),
@@ -340,8 +347,8 @@ def render_markdown(issue: IssueReport) -> str:
     else:
         n = sum(len(c.findings) for c in issue.causes)
         out.append(
-            f"specseed found {n} failing finding{'s' if n != 1 else ''} with "
-            f"{len(issue.causes)} root cause{'s' if len(issue.causes) != 1 else ''}. "
+            f"specseed found {plural(n, 'failing finding')} with "
+            f"{plural(len(issue.causes), 'root cause')}. "
             f"Engine: {issue.engine_line}."
         )
         out.append("")
@@ -367,9 +374,9 @@ def render_markdown(issue: IssueReport) -> str:
             if cause.defect in DEFECT_IDS:
                 summary = f" ({get_defect(cause.defect).summary})"
             affected = (
-                f"{len(cause.findings)} failing finding{'s' if len(cause.findings) != 1 else ''}"
-                f" in {len(cause.scenarios)} scenario{'s' if len(cause.scenarios) != 1 else ''},"
-                f" {len(cause.requests)} request{'s' if len(cause.requests) != 1 else ''}"
+                f"{plural(len(cause.findings), 'failing finding')}"
+                f" in {plural(len(cause.scenarios), 'scenario')},"
+                f" {plural(len(cause.requests), 'request')}"
             )
             out.append(f"- **{cause.label}**{summary}: {affected}. Evidence: {cause.why}")
         out.append("")

@@ -11,6 +11,7 @@ from collections import Counter
 from typing import TextIO
 
 from specseed.checks.findings import STATUSES
+from specseed.core.wording import plural
 from specseed.reporting.base import Reporter
 from specseed.run.results import AuditEvent, AuditResult, AuditStarted, ScenarioChecked
 
@@ -34,9 +35,8 @@ class ProgressLines(Reporter):
         if isinstance(event, AuditStarted):
             self.total = event.scenarios
             self._line(
-                f"auditing engine {event.engine}: {event.scenarios} scenario"
-                f"{'s' if event.scenarios != 1 else ''}, {event.runs} run"
-                f"{'s' if event.runs != 1 else ''}"
+                f"auditing engine {event.engine}: {plural(event.scenarios, 'scenario')}, "
+                f"{plural(event.runs, 'run')}"
             )
         elif isinstance(event, ScenarioChecked):
             self.done += 1
@@ -47,8 +47,8 @@ class ProgressLines(Reporter):
             )
             runs = len(result.traces)
             self._line(
-                f"[{self.done}/{self.total}] {result.scenario.name}: {runs} run"
-                f"{'s' if runs != 1 else ''}, {shown} ({result.seconds:.1f}s)"
+                f"[{self.done}/{self.total}] {result.scenario.name}: {plural(runs, 'run')}, "
+                f"{shown} ({result.seconds:.1f}s)"
             )
 
     def finish(self, result: AuditResult, exit_code: int) -> None:

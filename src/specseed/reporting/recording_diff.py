@@ -10,13 +10,10 @@ from rich.text import Text
 
 from specseed.bundle.compare import RecordingDiff, RequestComparison
 from specseed.checks.findings import EventState
+from specseed.core.seeds import fmt_seed
 
 MAX_DETAILED = 3
 """Differing requests shown with tokens and RNG states; the others get their line only."""
-
-
-def _u64(value: int) -> str:
-    return str(value) if value < 1 << 32 else f"{value:#x}"
 
 
 def _result(item: RequestComparison, left: str, right: str) -> Text:
@@ -47,7 +44,7 @@ def _state_cells(event: EventState | None) -> list[str]:
     return [
         event.label(),
         str(event.step),
-        _u64(event.seed),
+        fmt_seed(event.seed),
         str(event.subsequence),
         str(event.offset),
         str(event.draws),

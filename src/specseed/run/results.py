@@ -1,13 +1,17 @@
-"""What an audit produces, and the progress events the runner emits while producing it.
+"""What an audit produces, and the events emitted while producing it.
 
-The runner emits :data:`AuditEvent` objects and returns an :class:`AuditResult`; reporters
-(``specseed.reporting``) consume both and never decide a verdict themselves.
+The runner emits the progress events (:class:`AuditStarted` to :class:`ScenarioChecked`) and
+returns an :class:`AuditResult`; the audit object (``specseed.audit``) adds the events of its
+end (:class:`AuditSkipped`, :class:`AuditInterruptedEvent`, :class:`OutputFailed`,
+:class:`AuditFinished`) to the same stream. Reporters (``specseed.reporting``) consume both
+and never decide a verdict themselves.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from specseed.checks.findings import FAILING, Finding
 from specseed.scenarios.schema import AuditConfig, Scenario
@@ -98,5 +102,53 @@ class ScenarioChecked:
     result: ScenarioResult
 
 
-AuditEvent = AuditStarted | RunStarted | RunFinished | ScenarioChecked
+@dataclass(frozen=True)
+class AuditSkipped:
+    """Nothing was run, and that is no error (a ``--shard`` that no scenario falls in)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class AuditInterruptedEvent:
+    """A signal stopped the audit (``AuditInterrupted`` is the exception that carries it)."""
+
+    signal: str
+    """``SIGINT`` or ``SIGTERM``."""
+    finished: int
+    """Scenarios that finished and are reported."""
+    unfinished: tuple[str, ...]
+    reported: bool
+    """False when it came before any scenario ran: no report follows."""
+
+
+@dataclass(frozen=True)
+class OutputFailed:
+    """A report document or the bundle could not be written; the other outputs still are."""
+
+    message: str
+    hint: str | None = None
+
+
+@dataclass(frozen=True)
+class AuditFinished:
+    """The last event of every audit: its result and the exit code it decided."""
+
+    result: AuditResult | None
+    """None when nothing ran (``AuditSkipped``, or interrupted before any scenario ran)."""
+    exit_code: int
+    bundle: Path | None = None
+    """Where the audit wrote its bundle (its traces), if it did."""
+
+
+AuditEvent = (
+    AuditStarted
+    | RunStarted
+    | RunFinished
+    | ScenarioChecked
+    | AuditSkipped
+    | AuditInterruptedEvent
+    | OutputFailed
+    | AuditFinished
+)
 EventHandler = Callable[[AuditEvent], None]

@@ -7,7 +7,6 @@ audit never starts on half-valid input.
 
 from __future__ import annotations
 
-import difflib
 import stat
 import weakref
 from collections.abc import Collection
@@ -20,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from specseed.core.errors import ScenarioError
+from specseed.core.wording import did_you_mean
 from specseed.scenarios.schema import (
     CHECK_IDS_CONTEXT,
     AuditConfig,
@@ -268,14 +268,14 @@ def _describe(error: dict[str, Any], model: type[BaseModel]) -> str:
     if kind == "extra_forbidden":
         key = str(loc[-1]) if loc else "?"
         owner = _model_at(model, loc[:-1])
-        if key in MOVED_TO_OPTIONS and loc[:-1] == ("engine",):
+        moved_to = _moved_to_options(key) if loc[:-1] == ("engine",) else None
+        if moved_to is not None:
             return (
-                f"unknown key '{key}': it is an option of the reference engine. Write it "
+                f"unknown key '{key}': it is an option of the {moved_to} engine. Write it "
                 f"under engine.options ({key}: ...)."
             )
         allowed = sorted(owner.model_fields) if owner is not None else []
-        close = difflib.get_close_matches(key, allowed, n=1)
-        fix = f"Did you mean '{close[0]}'?" if close else f"Allowed keys: {', '.join(allowed)}."
+        fix = did_you_mean(key, allowed, f"Allowed keys: {', '.join(allowed)}.")
         return f"unknown key '{key}'. {fix}"
     if kind == "missing":
         return "required field is missing. Add it."
@@ -283,12 +283,7 @@ def _describe(error: dict[str, Any], model: type[BaseModel]) -> str:
         allowed = _literal_values(model, loc)
         if allowed:
             value = error.get("input")
-            close = difflib.get_close_matches(str(value), allowed, n=1)
-            fix = (
-                f"Did you mean '{close[0]}'?"
-                if close
-                else f"Expected one of: {', '.join(allowed)}."
-            )
+            fix = did_you_mean(str(value), allowed, f"Expected one of: {', '.join(allowed)}.")
             return f"unknown {loc[-1]} {value!r}. {fix}"
     message = str(error["msg"])
     if message.startswith("Value error, "):
@@ -342,8 +337,12 @@ def _validate(
         raise ScenarioError(f"{source} does not validate", problems) from None
 
 
-MOVED_TO_OPTIONS = frozenset({"defects", "rng_profile", "model_seed", "sampling_backend"})
-"""Keys that were shared engine keys before engines declared their own options."""
+def _moved_to_options(key: str) -> str | None:
+    """The engine whose option ``key`` became when engines declared their own options
+    (``EngineInfo.moved_options``), or None."""
+    from specseed.engine_adapters.registry import engines
+
+    return next((name for name, info in engines().items() if key in info.moved_options), None)
 
 
 _VALIDATED: dict[int, tuple[weakref.ref[EngineConfig], BaseModel]] = {}
@@ -438,8 +437,7 @@ def library_text(name: str) -> str:
 def load_library_scenario(name: str) -> LoadedScenario:
     source = f"builtin:{name}"
     if name not in library_names():
-        close = difflib.get_close_matches(name, library_names(), n=1)
-        fix = f"Did you mean '{close[0]}'?" if close else "See `specseed scenarios list`."
+        fix = did_you_mean(name, library_names(), "See `specseed scenarios list`.")
         raise ScenarioError(
             f"no built-in scenario {name!r}", [f"{source}: unknown scenario. {fix}"]
         )

@@ -6,7 +6,7 @@ README's tables and ``specseed schema`` are generated from them.
 
 from __future__ import annotations
 
-import difflib
+import importlib
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -16,14 +16,17 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
     ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import core_schema
 
 from specseed.core.contracts import CONTRACT_NAMES, contract_names
 from specseed.core.defects import DEFECT_IDS
-from specseed.core.wording import one_of
+from specseed.core.wording import did_you_mean, one_of
 from specseed.engine_adapters.registry import engine_names
 
 UINT64_MAX = (1 << 64) - 1
@@ -45,16 +48,33 @@ MAX_WARMUP_BATCH = 4 * MAX_NUM_REQUESTS_LIMIT
 """Largest warmup batch (4 x the largest max_num_requests): a warmup batch runs all at once,
 so its size is memory the engine allocates."""
 
-ComparisonCheck = Literal[
-    "run-to-run",
-    "uptime-invariance",
-    "batch-invariance",
-    "position-invariance",
-    "overlap-invariance",
-    "greedy-spec-equivalence",
-]
-"""Checks that compare runs; scenarios name them under ``expect``."""
-COMPARISON_CHECKS: tuple[str, ...] = ComparisonCheck.__args__  # type: ignore[attr-defined]
+
+def comparison_ids() -> tuple[str, ...]:
+    """Ids of the registered comparison checks, the ones ``expect`` may name.
+
+    The checks register themselves (``checks/registry.py``) and sit in a layer above this one,
+    which they import for ``Expectation``; so their package is loaded by name when first asked,
+    the way entry points are, never while this module is being imported.
+    """
+    registry = importlib.import_module("specseed.checks").registry
+    return tuple(registry.comparison_checks())
+
+
+def _known_comparison(value: str) -> str:
+    return one_of("check", value, comparison_ids())
+
+
+class _ComparisonEnum:
+    """The JSON Schema of a comparison id: an enum of the registered ones."""
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {"enum": list(comparison_ids()), "type": "string"}
+
+
+ComparisonCheck = Annotated[str, AfterValidator(_known_comparison), _ComparisonEnum()]
+"""A check that compares runs; scenarios name them under ``expect``."""
 
 Slug = Annotated[
     str,
@@ -136,8 +156,7 @@ CHECK_IDS_CONTEXT = "check_ids"
 def _known_check(value: str, info: ValidationInfo) -> str:
     known = (info.context or {}).get(CHECK_IDS_CONTEXT)
     if known and value not in known:
-        close = difflib.get_close_matches(value, known, n=1)
-        fix = f"Did you mean {close[0]!r}?" if close else "See `specseed checks`."
+        fix = did_you_mean(value, known, "See `specseed checks`.")
         raise ValueError(f"unknown check {value!r}. {fix}")
     return value
 
@@ -389,8 +408,7 @@ class Expectation(StrictModel):
 
 
 def _unknown(kind: str, name: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=1)
-    fix = f"Did you mean '{close[0]}'?" if close else f"Defined: {', '.join(known)}."
+    fix = did_you_mean(name, known, f"Defined: {', '.join(known)}.")
     return f"unknown {kind} {name!r}. {fix}"
 
 

@@ -14,7 +14,9 @@ import torch
 from specseed.engine_adapters.reference.config import LlamaConfig, RopeScaling
 from specseed.engine_adapters.reference.target import LlamaTarget
 
-transformers = pytest.importorskip("transformers")
+transformers = pytest.importorskip(
+    "transformers", reason="needs transformers (the test extra): pip install -e '.[test]'"
+)
 
 SMALL = LlamaConfig(
     vocab_size=96,

@@ -37,9 +37,10 @@ from specseed.engine_adapters.openai.client import (
     TokenIdDialect,
     detect_dialect,
 )
+from specseed.engine_adapters.openai.info import ENGINE
 from specseed.engine_adapters.openai.options import SERVER_SETTINGS, OpenAIOptions
 from specseed.engine_adapters.openai.traffic import Replay, RunFailure, TrafficShape, replay_plan
-from specseed.traces.records import Observability, TraceRecorder
+from specseed.traces.records import TraceRecorder
 
 
 @dataclass(frozen=True)
@@ -240,15 +241,7 @@ class OpenAIEngine(EngineAdapter):
     """Any OpenAI-compatible server (trtllm-serve, vllm serve, SGLang, a gateway, ``specseed
     serve``), audited from its token ids."""
 
-    name = "openai"
-    observability = Observability(
-        steps=False,
-        rng_state=None,
-        drafts=False,
-        logits=False,
-        notes="token ids only, over HTTP; batches are whatever the server makes of "
-        "concurrent requests",
-    )
+    info = ENGINE
 
     def __init__(self, settings: EngineSettings) -> None:
         super().__init__(settings)

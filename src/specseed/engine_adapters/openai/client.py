@@ -24,6 +24,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from specseed.core.errors import SpecseedError
+from specseed.core.wording import plural
 
 TokenIdDialect = Literal["return_token_ids", "detokenize"]
 """How a server is asked for token ids: vLLM/SGLang, or trtllm-serve."""
@@ -255,8 +256,9 @@ class CompletionClient:
                 problem = f"HTTP {response.status_code}: {_error_message(response)}"
                 wait = _retry_after(response)
             if attempt > retries:
-                tries = "1 attempt" if attempt == 1 else f"{attempt} attempts"
-                raise ServerUnavailable(f"{method} {self.base_url}{path}: {problem} ({tries})")
+                raise ServerUnavailable(
+                    f"{method} {self.base_url}{path}: {problem} ({plural(attempt, 'attempt')})"
+                )
             backoff = lim.backoff_s * 2 ** (attempt - 1)
             await asyncio.sleep(min(lim.max_backoff_s, wait if wait is not None else backoff))
 

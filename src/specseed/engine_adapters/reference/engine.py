@@ -37,6 +37,7 @@ from specseed.engine_adapters.base import (
     warmup_requests,
 )
 from specseed.engine_adapters.reference import sampler
+from specseed.engine_adapters.reference.info import ENGINE
 from specseed.engine_adapters.reference.model import (
     Eagle3DraftHead,
     KVCache,
@@ -54,7 +55,6 @@ from specseed.engine_adapters.reference.rng_assignment import (
 )
 from specseed.sampling.backend import make_backend
 from specseed.traces.records import (
-    FULL_OBSERVABILITY,
     Phase,
     RowRecord,
     SamplingEvent,
@@ -140,8 +140,7 @@ class _RowOutcome:
 class ReferenceEngine(EngineAdapter):
     """The embedded default engine (CPU, or CUDA where present)."""
 
-    name = "reference"
-    observability = FULL_OBSERVABILITY
+    info = ENGINE
 
     def __init__(self, settings: EngineSettings) -> None:
         super().__init__(settings)

@@ -36,13 +36,13 @@ from specseed.engine_adapters.base import (
     options_of,
     warmup_requests,
 )
-from specseed.engine_adapters.registry import get_engine
 from specseed.engine_adapters.trtllm.config import (
     ConfigurationError,
     LlmSpec,
     llm_spec,
     sampling_kwargs,
 )
+from specseed.engine_adapters.trtllm.info import ENGINE
 from specseed.engine_adapters.trtllm.options import TrtllmOptions
 from specseed.traces.records import Observability, Phase, TraceRecorder
 
@@ -66,8 +66,7 @@ def import_tensorrt_llm() -> Any:
 class TrtllmEngine(EngineAdapter):
     """TensorRT-LLM's LLM API with an EAGLE3 one-model or MTP speculative config."""
 
-    name = "trtllm"
-    observability = get_engine("trtllm").observability
+    info = ENGINE
 
     def __init__(self, settings: EngineSettings) -> None:
         super().__init__(settings)

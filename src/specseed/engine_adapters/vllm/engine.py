@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from specseed import __version__
 from specseed.core.contracts import VLLM_GENERATORS
@@ -47,6 +47,7 @@ from specseed.engine_adapters.base import (
     options_of,
     warmup_requests,
 )
+from specseed.engine_adapters.vllm.info import ENGINE
 from specseed.engine_adapters.vllm.options import VllmOptions
 from specseed.traces.records import (
     Observability,
@@ -57,14 +58,7 @@ from specseed.traces.records import (
     TraceRecorder,
 )
 
-OBSERVED = Observability(
-    steps=True,
-    rng_state="generator",
-    drafts=True,
-    logits=True,
-    notes="wraps around vLLM's samplers and rejection sampler: each draw's generator (seed) "
-    "and position; rows from GPUModelRunner._sample; proposed drafts not read",
-)
+OBSERVED = ENGINE.observability
 NOT_OBSERVED = Observability(
     steps=False,
     rng_state=None,
@@ -118,8 +112,7 @@ class VllmEngine(EngineAdapter):
     """vLLM V1, in-process, with RNG observation. One instance per process: vLLM keeps
     process-wide state, and two live ``LLM`` objects in one process clash."""
 
-    name: ClassVar[str] = "vllm"
-    observability: ClassVar[Observability] = OBSERVED
+    info = ENGINE
 
     def __init__(self, settings: EngineSettings) -> None:
         super().__init__(settings)

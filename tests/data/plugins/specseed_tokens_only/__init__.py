@@ -5,6 +5,10 @@ Used by tests/engine_adapters/test_plugin_engine.py, which installs it through t
 Tokens are a pure function of (prompt, seed, position) for seeded and greedy requests, so the
 token-level invariants hold; ``ignore_seed: true`` makes it take seeds from an engine-wide
 counter instead, like TensorRT-LLM before its seed fix, so they break.
+
+Everything specseed knows about the engine is its ``ENGINE`` below: adding it touched no file
+of specseed (the test asserts that its packages, environment variables, placement and moved
+option show up in ``specseed engines``, ``doctor``, a bundle and a report).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from specseed.core.contracts import IDEAL, RngContract
 from specseed.engine_adapters.base import EngineAdapter, RunPlan, warmup_requests
-from specseed.engine_adapters.registry import EngineInfo
+from specseed.engine_adapters.registry import EngineInfo, Package, Placement
 from specseed.traces.records import TOKENS_ONLY, TraceRecorder
 
 VOCAB = 1000
@@ -34,9 +38,22 @@ def _token(*parts: object) -> int:
     return int.from_bytes(digest, "little") % VOCAB
 
 
+ENGINE = EngineInfo(
+    name="tokens-only",
+    adapter="specseed_tokens_only:TokensOnlyEngine",
+    summary="a test engine that only returns tokens",
+    observability=TOKENS_ONLY,
+    options="specseed_tokens_only:TokensOnlyOptions",
+    requires=("specseed_tokens_only",),
+    packages=(Package("specseed_tokens_only", ("specseed-tokens-only",), "tokens-only engine"),),
+    environment_variables=("TOKENS_ONLY_*",),
+    placements=(Placement("cpu", "a hash of the seed", ready="pure Python, no torch"),),
+    moved_options=frozenset({"ignore_seed"}),  # as if it had been a shared engine key once
+)
+
+
 class TokensOnlyEngine(EngineAdapter):
-    name = "tokens-only"
-    observability = TOKENS_ONLY
+    info = ENGINE
 
     def encode(self, prompt: tuple[int, ...] | str) -> tuple[int, ...]:
         ids = tuple(prompt.encode()) if isinstance(prompt, str) else tuple(prompt)
@@ -67,14 +84,6 @@ class TokensOnlyEngine(EngineAdapter):
                 outputs[request.request_id] = tokens
         return outputs
 
-
-ENGINE = EngineInfo(
-    name="tokens-only",
-    adapter="specseed_tokens_only:TokensOnlyEngine",
-    summary="a test engine that only returns tokens",
-    observability=TOKENS_ONLY,
-    options="specseed_tokens_only:TokensOnlyOptions",
-)
 
 CONTRACT = RngContract(
     name="tokens-only-layout",

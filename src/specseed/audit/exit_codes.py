@@ -1,0 +1,19 @@
+"""The exit codes of an audit, shared by the CLI and any library caller.
+
+0 every invariant holds, 1 a violation, 2 bad input, 3 the engine could not run, 4 nothing was
+checked (every finding is skip), 5 the audit ran but an output (report or trace file) could
+not be written, 130/143 interrupted by SIGINT/SIGTERM (the shell's codes for those signals).
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_VIOLATION = 1
+EXIT_BAD_INPUT = 2
+EXIT_ENGINE = 3
+EXIT_NOTHING_CHECKED = 4
+"""Every finding is ``skip``: the engine exposed no evidence any check could use."""
+EXIT_OUTPUT = 5
+"""The audit ran, but a report or trace file could not be written."""
+EXIT_SIGNAL = {"SIGINT": 130, "SIGTERM": 143}
+"""An interrupted audit exits with the shell's code for the signal that stopped it."""

@@ -1,0 +1,146 @@
+"""What an audit is asked to write, and the checks made on it before anything runs.
+
+``AuditOutputs`` is the whole request: report files, the bundle folder, the terminal report,
+which scenarios, how the work is split. The path checks refuse, before any engine time is
+spent, a report onto an input, two reports on one path, or a folder that cannot be written.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from specseed.core.errors import InputError, OutputError
+
+STDOUT = Path("-")
+"""The path that means standard output (``--json -``)."""
+
+
+@dataclass(frozen=True)
+class AuditOutputs:
+    """The outputs asked for, and how the audit is split. Every field has a quiet default:
+    ``AuditOutputs()`` writes nothing and prints nothing; the result and the events are still
+    there for the caller."""
+
+    json: Path | None = None
+    """The JSON report (``Path("-")``: stdout)."""
+    junit: Path | None = None
+    """The JUnit XML report."""
+    bundle: Path | None = None
+    """The bug-report bundle's folder, written as the audit goes (``specseed check`` reads it)."""
+    terminal: bool = False
+    """The Rich report on stdout and the end's notes on stderr."""
+    progress: bool = True
+    """With ``terminal``: a progress bar on a terminal, plain lines on stderr otherwise."""
+    summary: bool = False
+    """With ``terminal``: only the verdict table and the root causes."""
+    scenarios: tuple[str, ...] = ()
+    """Only these scenarios, by name (empty: all the plan holds)."""
+    shard: tuple[int, int] | None = None
+    """``(i, n)``: only shard i of n (``run.parallel.shard``)."""
+    jobs: int = 1
+    """Worker processes, each with its own engine."""
+    argv: tuple[str, ...] = ("audit",)
+    """The command line after ``specseed``, for the reproduce string and the bundle's
+    manifest."""
+
+    def __post_init__(self) -> None:
+        if self.jobs < 1:
+            raise InputError(f"--jobs {self.jobs}: give 1 or more worker processes")
+
+    @property
+    def command(self) -> str:
+        """The command that reproduces the audit."""
+        return "specseed " + shlex.join(self.argv)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return a.resolve() == b.resolve()
+
+
+def check_output_paths(outputs: dict[str, Path | None], inputs: Iterable[Path]) -> None:
+    """Refuse two reports on one path, or a report onto model.yaml or a scenario file.
+
+    ``outputs`` maps an option name (``--json``) to its path; ``-`` is stdout, which only one
+    report can have.
+    """
+    to_stdout = [option for option, path in outputs.items() if path and str(path) == "-"]
+    if len(to_stdout) > 1:
+        raise InputError(
+            f"{' and '.join(to_stdout)} both write to stdout ('-')",
+            hint="send at most one report to stdout",
+        )
+    given = [(option, path) for option, path in outputs.items() if path and str(path) != "-"]
+    inputs = list(inputs)
+    for index, (option, path) in enumerate(given):
+        for other_option, other in given[:index]:
+            if _same_file(path, other):
+                raise InputError(
+                    f"{other_option} and {option} both write {path}",
+                    hint="give each report its own file",
+                )
+        for source in inputs:
+            if _same_file(path, source):
+                raise InputError(
+                    f"{option} {path} would overwrite an input of this audit ({source})",
+                    hint="write the report to another file",
+                )
+
+
+def check_writable(path: Path | None, what: str, *, directory: bool = False) -> None:
+    """Refuse an output path before the audit runs, so no result is lost at the end."""
+    if path is None or str(path) == "-":
+        return
+    folder = path if directory else path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create {folder} for the {what}: {exc.strerror}") from None
+    if not directory and path.is_dir():
+        raise InputError(f"the {what} path {path} is a directory", hint="give a file name")
+    if not os.access(folder, os.W_OK):
+        raise InputError(f"cannot write the {what} in {folder}: permission denied")
+
+
+def write_document(path: Path, text: str, what: str) -> None:
+    """A report document to its file (atomically) or to stdout (``-``)."""
+    from specseed.core.files import write_output
+
+    if str(path) == "-":
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            silence_stdout()
+            raise OutputError(f"cannot write the {what} to stdout: the reader closed it") from None
+        return
+    write_output(path, text, what)
+
+
+def silence_stdout() -> None:
+    """After the reader of stdout went away (``| head``): send the rest nowhere, so that the
+    interpreter's final flush does not fail with a traceback."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+class StdoutConsole(Console):
+    """The terminal report's console. When the reader of stdout goes away (``| head -1``),
+    the rest of the report goes nowhere and the audit keeps its exit code; Rich's default
+    exits 1, which would turn a passing audit into a violation."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        silence_stdout()

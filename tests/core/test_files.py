@@ -1,0 +1,67 @@
+"""The one writer of output files: atomic, durable, and with the modes a plain open() gives."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from specseed.core.errors import OutputError
+from specseed.core.files import write_atomic, write_output
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_a_new_file_gets_the_mode_open_would_give_it(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        write_atomic(tmp_path / "deep" / "r.json", "{}\n")
+        (tmp_path / "plain.json").write_text("{}\n")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "deep" / "r.json").read_text() == "{}\n"
+    # mkstemp's private 0600 would hide a report from the CI user that uploads it.
+    assert _mode(tmp_path / "deep" / "r.json") == _mode(tmp_path / "plain.json") == 0o644
+
+
+def test_a_file_written_over_keeps_its_mode(tmp_path: Path) -> None:
+    target = tmp_path / "r.json"
+    target.write_text("old\n")
+    target.chmod(0o640)
+    write_atomic(target, "new\n")
+    assert target.read_text() == "new\n"
+    assert _mode(target) == 0o640
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "r.json"
+    target.write_text("old\n")
+    with pytest.raises(UnicodeEncodeError):
+        write_atomic(target, "\udcff")  # a lone surrogate cannot be written as UTF-8
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_write_output_names_what_could_not_be_written(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    target = blocker / "r.json"  # a file where the folder should be
+    with pytest.raises(OutputError) as caught:
+        write_output(target, "{}\n", "JSON report")
+    assert caught.value.message.startswith(f"cannot write the JSON report to {target}: ")
+    assert (
+        caught.value.hint is not None and "findings are in the terminal report" in caught.value.hint
+    )
+
+
+def test_write_atomic_raises_oserror_naming_the_file(tmp_path: Path) -> None:
+    target = tmp_path / "r.json"
+    target.mkdir()  # a folder where the file should be
+    with pytest.raises(IsADirectoryError) as caught:
+        write_atomic(target, "{}\n")
+    assert caught.value.strerror == "Is a directory"  # what `path.write_text` said before
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
