@@ -44,7 +44,7 @@ def _audit(config: AuditConfig, scenario: Scenario | None = None) -> AuditResult
     if scenario is not None:
         base = base_settings(config.engine, Path.cwd())
         plans = tuple(plan_run(scenario, run, base) for run in scenario.runs)
-        planned = [PlannedScenario(LoadedScenario(scenario, planned[0].loaded.source), plans)]
+        planned = [PlannedScenario(LoadedScenario(scenario, planned[0].loaded.source), plans, base)]
     return run_audit(config, planned, Path.cwd())
 
 

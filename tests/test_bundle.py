@@ -321,7 +321,7 @@ def test_an_interrupted_audit_leaves_a_bundle_that_reads_and_says_so(
     config = AuditConfig(scenarios=["distinct-seeds", "uptime"])
     record(root, config, adapter, on_event=interrupt)  # the audit stops and reports what finished
     bundle = read_bundle(root)
-    assert bundle.manifest["status"] == "interrupted by SIGINT"
+    assert bundle.manifest.status == "interrupted by SIGINT"
     assert not bundle.complete
     assert any("did not finish" in note for note in bundle.notes)
     assert any("uptime: no trace for" in note for note in bundle.notes)
@@ -432,3 +432,28 @@ def test_secrets_are_removed(monkeypatch: pytest.MonkeyPatch) -> None:
     ]
     text = scrub_text("Authorization: Bearer eyJhbGciOi.x OPENAI_API_KEY=sk-abcdefghijklmnopqrst")
     assert "eyJ" not in text and "sk-abc" not in text
+
+
+def test_every_bundle_file_and_trace_line_validates_against_the_published_schemas(
+    bundles: dict[str, Path],
+) -> None:
+    import jsonschema
+
+    schemas = json.loads(cli.invoke(app, ["schema", "--kind", "bundle"]).output)
+    trace = json.loads(cli.invoke(app, ["schema", "--kind", "trace"]).output)
+    assert schemas["<scenario>/<run>.jsonl"] == trace
+    checked = 0
+    for root in bundles.values():
+        for name in ("manifest.json", "environment.json"):
+            jsonschema.validate(json.loads((root / name).read_text()), schemas[name])
+        for path in root.glob("*/findings.json"):
+            jsonschema.validate(json.loads(path.read_text()), schemas["<scenario>/findings.json"])
+            checked += 1
+        for path in root.glob("*/*.jsonl"):
+            for line in path.read_text().splitlines():
+                jsonschema.validate(json.loads(line), trace)
+    assert checked >= len(bundles)
+    # The schemas refuse what the readers refuse: an unknown key.
+    manifest = json.loads((bundles["none"] / "manifest.json").read_text())
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**manifest, "extra": 1}, schemas["manifest.json"])

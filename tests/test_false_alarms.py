@@ -110,6 +110,7 @@ def audit(scenario: Scenario, contract: str, model_seed: int):  # type: ignore[n
         PlannedScenario(
             LoadedScenario(scenario, "drawn.yaml"),
             tuple(plan_run(scenario, run, base) for run in scenario.runs),
+            base,
         )
     ]
     return run_audit(config, planned, Path.cwd(), adapter=engine(model_seed))

@@ -66,7 +66,7 @@ def test_minimizer_shrinks_each_matrix_case_keeping_the_same_finding(
 def audit_of(scenario: Scenario, settings: AuditConfig, adapter: EngineAdapter) -> AuditResult:
     base = base_settings(settings, Path.cwd())
     plans = tuple(plan_run(scenario, run, base) for run in scenario.runs)
-    planned = [PlannedScenario(LoadedScenario(scenario, "minimal.yaml"), plans)]
+    planned = [PlannedScenario(LoadedScenario(scenario, "minimal.yaml"), plans, base)]
     return run_audit(settings, planned, Path.cwd(), adapter=adapter)
 
 

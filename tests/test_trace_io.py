@@ -4,6 +4,8 @@ failure reaches the recorder as a ``TraceWriteError``, not as an exception in th
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -74,3 +76,40 @@ def test_a_whole_trace_round_trips(tmp_path: Path) -> None:
     recorder.close()
     assert recorder.write_error is None
     assert load_trace(tmp_path / "r.jsonl") == original
+
+
+def test_a_1_0_header_reads_with_the_engines_own_keys_as_options() -> None:
+    header = read_trace(_lines()).header
+    assert header.schema_version == "1.0"
+    config = header.engine_config
+    assert (config.name, config.max_draft_len, config.max_num_requests) == ("reference", 3, 8)
+    assert config.options == {
+        "model_seed": 0,
+        "rng_profile": "ideal",
+        "defects": ["overlap-window-reuse"],
+    }
+    assert config.contract == header.contract == "ideal"
+
+
+def test_a_header_is_written_with_the_engine_config_in_its_order(tmp_path: Path) -> None:
+    from specseed.engine_adapters.base import EngineSettings
+
+    written = dataclasses.replace(_header(), engine_config=EngineSettings().record())
+    writer = TraceWriter(tmp_path / "r.jsonl")
+    writer.header(written)
+    writer.close()
+    line = json.loads((tmp_path / "r.jsonl").read_text())
+    assert list(line["engine_config"]) == [
+        "name",
+        "device",
+        "max_num_requests",
+        "max_draft_len",
+        "verification",
+        "overlap_scheduler",
+        "checkpoint",
+        "draft_checkpoint",
+        "contract",
+        "options",
+    ]
+    assert line["engine_config"]["options"] == {}
+    assert load_trace(tmp_path / "r.jsonl").header == written

@@ -17,6 +17,7 @@ from specseed.plan.planning import plan_audit
 from specseed.run.execute import run_audit
 from specseed.run.results import AuditResult
 from specseed.scenarios.schema import AuditConfig, EngineConfig
+from specseed.traces.records import EngineConfigRecord
 
 
 def _audit(defects: list[str], scenario: str = "distribution") -> AuditResult:
@@ -61,10 +62,10 @@ def test_engine_without_a_loadable_checkpoint_is_skip_with_the_reason(
     correct: AuditResult,
 ) -> None:
     with pytest.raises(OracleUnavailable, match="names no checkpoint"):
-        oracle_for({"name": "openai", "checkpoint": None})
+        oracle_for(EngineConfigRecord(name="openai", checkpoint=None))
     scenario = correct.scenarios[0]
     trace = next(iter(scenario.traces.values()))
-    config = {**trace.header.engine_config, "name": "openai"}
+    config = replace(trace.header.engine_config, name="openai")
     moved = replace(trace, header=replace(trace.header, engine_config=config))
     ctx = CheckContext(scenario.scenario, {trace.name: moved}, get_contract("ideal"))
     (finding,) = distribution(ctx, moved)
@@ -97,6 +98,7 @@ def test_correct_engine_passes_across_model_and_request_seeds() -> None:
         planned = PlannedScenario(
             LoadedScenario(scenario, loaded.loaded.source),
             tuple(plan_run(scenario, run, base) for run in scenario.runs),
+            base,
         )
         result = run_audit(config, [planned], Path.cwd())
         statuses += [f.status for f in _findings(result)]

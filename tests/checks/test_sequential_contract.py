@@ -10,6 +10,7 @@ from __future__ import annotations
 from specseed.run.execute import evaluate
 from specseed.scenarios.loader import parse_scenario
 from specseed.traces.records import (
+    EngineConfigRecord,
     Observability,
     RequestInfo,
     RowRecord,
@@ -61,7 +62,7 @@ def _trace(events_per_step: list[list[tuple[str, int, int, int]]]) -> RunTrace:
         scenario="sequential",
         run="run",
         engine="test",
-        engine_config={"max_draft_len": 3},
+        engine_config=EngineConfigRecord(max_draft_len=3),
         contract="vllm-generators",
         requests=(RequestInfo("s", "scenario", (1, 2, 3), 77, 1.0, 0, 1.0, 3, 0),),
         observability=Observability(steps=True, rng_state="generator", drafts=True, logits=False),

@@ -154,3 +154,23 @@ def test_engines_lists_what_each_observes_and_whether_it_can_run() -> None:
     assert "reference" in result.output and "ready" in result.output
     assert "tokens, steps, rng-state, drafts, logits" in result.output
     assert "trtllm" in result.output and "missing tensorrt_llm" in result.output
+
+
+def test_schema_of_traces_and_bundles() -> None:
+    trace = json.loads(runner.invoke(app, ["schema", "--kind", "trace"]).output)
+    kinds = {
+        trace["$defs"][ref["$ref"].rsplit("/", 1)[1]]["properties"]["record"]["const"]
+        for ref in trace["oneOf"]
+    }
+    assert kinds == {"header", "step", "end"}
+    header = trace["$defs"]["RunHeader"]
+    assert header["properties"]["engine_config"]["$ref"] == "#/$defs/EngineConfigRecord"
+    bundle = json.loads(runner.invoke(app, ["schema", "--kind", "bundle"]).output)
+    assert set(bundle) == {
+        "manifest.json",
+        "environment.json",
+        "<scenario>/findings.json",
+        "<scenario>/<run>.jsonl",
+    }
+    everything = json.loads(runner.invoke(app, ["schema"]).output)
+    assert set(everything) == {"model.yaml", "scenario", "trace", "bundle"}

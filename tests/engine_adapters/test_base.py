@@ -15,6 +15,7 @@ from specseed.scenarios.loader import load_library_scenario
 from specseed.traces.records import (
     FULL_OBSERVABILITY,
     TOKENS_ONLY,
+    EngineConfigRecord,
     RowRecord,
     StepRecord,
     TraceRecorder,
@@ -52,7 +53,9 @@ class RaisesAnyway(Crashing):
     def run(self, plan: RunPlan, recorder: TraceRecorder):  # type: ignore[no-untyped-def]
         from specseed.traces.records import RunHeader
 
-        recorder.header(RunHeader(plan.scenario, plan.run, self.name, {}, "ideal", ()))
+        recorder.header(
+            RunHeader(plan.scenario, plan.run, self.name, EngineConfigRecord(), "ideal", ())
+        )
         recorder.at(3, "warmup", 9)
         raise MemoryError("out of memory")
 
@@ -156,3 +159,18 @@ def test_diffs_never_blame_the_sampler_on_evidence_the_engine_hid() -> None:
     hidden = replace(left.header, observability=TOKENS_ONLY)
     diff = stream_diff(replace(left, header=hidden), replace(right, header=hidden), "r0")
     assert diff is not None and diff.attribution == "tokens-only" and diff.position == 2
+
+
+def test_a_request_keeps_its_fields_from_scenario_to_trace() -> None:
+    from dataclasses import fields
+
+    from specseed.scenarios.schema import ResolvedRequest
+    from specseed.traces.records import REQUEST_SAMPLING, RequestInfo
+
+    # One chain: the trace's request is the plan's with its prompt encoded, and the plan's
+    # sampling fields are the scenario's, by name.
+    planned = {f.name for f in fields(RequestPlan)}
+    assert {f.name for f in fields(RequestInfo)} - {"prompt_ids"} <= planned
+    assert set(REQUEST_SAMPLING) <= planned & set(ResolvedRequest.model_fields)
+    request = RequestPlan("r", "text", 7, 0.5, 3, 0.9, 4, arrival_step=2, phase="prior")
+    assert request.received((1, 2)) == RequestInfo("r", "prior", (1, 2), 7, 0.5, 3, 0.9, 4, 2)

@@ -29,7 +29,13 @@ from specseed.engine_adapters.trtllm.tap_trace import (
 )
 from specseed.scenarios.loader import load_library_scenario
 from specseed.taps.flashinfer_tap import TapCall
-from specseed.traces.records import RequestInfo, RunEnd, RunHeader, RunTrace
+from specseed.traces.records import (
+    EngineConfigRecord,
+    RequestInfo,
+    RunEnd,
+    RunHeader,
+    RunTrace,
+)
 
 TAPS = Path(__file__).parents[1] / "data" / "taps"
 U63 = 1 << 63
@@ -165,7 +171,7 @@ def trace_of(name: str) -> RunTrace:
         scenario="recorded",
         run=name,
         engine="trtllm",
-        engine_config={"max_draft_len": data["max_draft_len"], "max_num_requests": 4},
+        engine_config=EngineConfigRecord(max_draft_len=data["max_draft_len"], max_num_requests=4),
         contract="ideal",
         requests=tuple(
             RequestInfo(r.request_id, "scenario", (1, 2, 3), r.seed, 1.0, 0, 1.0, 8, 0)

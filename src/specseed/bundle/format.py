@@ -15,6 +15,10 @@ Layout (``BUNDLE_FORMAT`` 1; ARCHITECTURE.md, "Bundle format"):
 The manifest is written before anything runs and every whole file is written atomically
 (``specseed.core.files``: temporary file, fsync, ``os.replace``), so a crash or Ctrl-C leaves
 a bundle that reads: the reader accepts one cut short, and says what is missing.
+
+The manifest and findings files are written and read through pydantic models (``Manifest``,
+``FindingsFile``), which give the format its JSON Schema (``bundle_json_schema``,
+``specseed schema --kind bundle``).
 """
 
 from __future__ import annotations
@@ -33,15 +37,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from specseed import __version__
 from specseed.checks.findings import (
-    EventState,
     Finding,
-    OffsetRow,
-    StreamSide,
-    Suspect,
-    TokenDiff,
 )
 from specseed.core.errors import InputError, ScenarioError
 from specseed.core.files import write_atomic
@@ -54,7 +54,14 @@ from specseed.scenarios.loader import (
     parse_scenario,
 )
 from specseed.scenarios.schema import AuditConfig, Scenario
-from specseed.traces.records import RunHeader, RunTrace, TraceWriter, read_trace
+from specseed.traces.records import (
+    EngineConfigRecord,
+    RunHeader,
+    RunTrace,
+    TraceWriter,
+    read_trace,
+    trace_json_schema,
+)
 
 BUNDLE_FORMAT = "1"
 MANIFEST = "manifest.json"
@@ -68,6 +75,73 @@ _TOP_LEVEL = (MANIFEST, MODEL, ENVIRONMENT)
 
 class BundleError(InputError):
     """A path that is not a readable bundle (missing, foreign, or damaged). Exit code 2."""
+
+
+# -- the files' models --------------------------------------------------------------------
+
+
+class ManifestScenario(BaseModel):
+    """A scenario of the bundle as the manifest lists it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    source: str = Field("", description="`builtin:<name>` or the user's path.")
+    runs: tuple[str, ...] = Field((), description="The runs that were to be served.")
+
+
+class Manifest(BaseModel):
+    """``manifest.json``: what the bundle is and how to reproduce it. Written first, with
+    status "running"; the last four fields are added when the audit ends."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bundle_format: str
+    specseed_version: str | None = None
+    created: str | None = None
+    status: str | None = Field(
+        None, description='"running", "complete", or "interrupted by <signal>".'
+    )
+    command: str | None = Field(None, description="The command as typed, secrets removed.")
+    reproduce: str | None = None
+    replay: str | None = None
+    engine: str | None = None
+    contract: str | None = None
+    scenarios: tuple[ManifestScenario, ...]
+    verdict: str | None = None
+    exit_code: int | None = None
+    seconds: float | None = None
+
+    def to_json(self) -> str:
+        # Unset fields stay out of the file (a running bundle has no verdict yet).
+        return _json(self.model_dump(mode="json", exclude_none=True))
+
+
+class FindingsFile(BaseModel):
+    """``<scenario>/findings.json``: a scenario's findings, written once its checks ran."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    scenario: str
+    seconds: float
+    findings: tuple[Finding, ...]
+
+
+_FINDING = TypeAdapter(Finding)
+_ENVIRONMENT = TypeAdapter(dict[str, str])
+"""``environment.json``: names to versions and values."""
+
+
+def bundle_json_schema() -> dict[str, Any]:
+    """JSON Schemas of a bundle's files, by path."""
+    environment = _ENVIRONMENT.json_schema()
+    environment["title"] = "environment.json"
+    return {
+        MANIFEST: Manifest.model_json_schema(),
+        ENVIRONMENT: environment,
+        f"<scenario>/{FINDINGS_FILE}": FindingsFile.model_json_schema(),
+        "<scenario>/<run>.jsonl": trace_json_schema(),
+    }
 
 
 # -- secrets ------------------------------------------------------------------------------
@@ -193,54 +267,13 @@ def _json(data: Any) -> str:
 
 
 def finding_to_dict(finding: Finding) -> dict[str, Any]:
-    return asdict(finding)
-
-
-def _event_state(d: Mapping[str, Any] | None) -> EventState | None:
-    return None if d is None else EventState(**d)
-
-
-def _side(d: Mapping[str, Any]) -> StreamSide:
-    return StreamSide(
-        **{
-            **d,
-            "tokens": tuple(d["tokens"]),
-            "events": tuple(EventState(**e) for e in d["events"]),
-        }
-    )
-
-
-def _diff(d: Mapping[str, Any]) -> TokenDiff:
-    first = d.get("first_state_difference")
-    return TokenDiff(
-        **{
-            **d,
-            "left": _side(d["left"]),
-            "right": _side(d["right"]),
-            "first_state_difference": None
-            if first is None
-            else (_event_state(first[0]), _event_state(first[1])),
-        }
-    )
+    result: dict[str, Any] = _FINDING.dump_python(finding)
+    return result
 
 
 def finding_from_dict(d: Mapping[str, Any]) -> Finding:
     """The inverse of :func:`finding_to_dict` (and of the ``--json`` report's findings)."""
-    return Finding(
-        status=d["status"],
-        message=d["message"],
-        runs=tuple(d.get("runs", ())),
-        requests=tuple(d.get("requests", ())),
-        suspects=tuple(Suspect(**s) for s in d.get("suspects", ())),
-        diffs=tuple(_diff(x) for x in d.get("diffs", ())),
-        offsets=tuple(
-            OffsetRow(**{**o, "mismatch": tuple(o["mismatch"])}) for o in d.get("offsets", ())
-        ),
-        limitation=d.get("limitation"),
-        details=tuple(d.get("details", ())),
-        check=d.get("check", ""),
-        scenario=d.get("scenario", ""),
-    )
+    return _FINDING.validate_python(d)
 
 
 # -- writing ------------------------------------------------------------------------------
@@ -253,7 +286,7 @@ class _ScrubbingTraceWriter(TraceWriter):
         super().header(
             replace(
                 header,
-                engine_config=scrub(header.engine_config),
+                engine_config=EngineConfigRecord(**scrub(asdict(header.engine_config))),
                 environment=scrub(header.environment),
             )
         )
@@ -320,7 +353,7 @@ class BundleWriter:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.manifest: dict[str, Any] = {}
+        self.manifest: Manifest | None = None
         self._environment: dict[str, str] = {}
 
     def start(
@@ -338,23 +371,23 @@ class BundleWriter:
         self.root.mkdir(parents=True, exist_ok=True)
         command = ["specseed", *scrub_command(argv)]
         names = [loaded.scenario.name for loaded, _ in scenarios]
-        self.manifest = {
-            "bundle_format": BUNDLE_FORMAT,
-            "specseed_version": __version__,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "status": "running",
-            "command": " ".join(_quote(a) for a in command),
-            "reproduce": f"specseed audit {_quote(str(self.root / MODEL))}",
-            "replay": f"specseed replay {_quote(str(self.root))}",
-            "engine": config.engine.name,
-            "contract": config.engine.contract,
-            "scenarios": [
-                {"name": loaded.scenario.name, "source": loaded.source, "runs": list(runs)}
+        self.manifest = Manifest(
+            bundle_format=BUNDLE_FORMAT,
+            specseed_version=__version__,
+            created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            status="running",
+            command=" ".join(_quote(a) for a in command),
+            reproduce=f"specseed audit {_quote(str(self.root / MODEL))}",
+            replay=f"specseed replay {_quote(str(self.root))}",
+            engine=config.engine.name,
+            contract=config.engine.contract,
+            scenarios=tuple(
+                ManifestScenario(name=loaded.scenario.name, source=loaded.source, runs=tuple(runs))
                 for loaded, runs in scenarios
-            ],
-        }
+            ),
+        )
         # The manifest first: whatever happens next, the directory says what it is.
-        write_atomic(self.root / MANIFEST, _json(self.manifest))
+        write_atomic(self.root / MANIFEST, self.manifest.to_json())
         write_atomic(self.root / MODEL, resolved_model_yaml(config, names, base_dir))
         for loaded, _ in scenarios:
             text = scenario_text(loaded, base_dir)
@@ -380,23 +413,30 @@ class BundleWriter:
         for trace in result.traces.values():
             self._add_environment(trace.header.environment)
             break
-        data = {
-            "scenario": result.scenario.name,
-            "seconds": round(result.seconds, 3),
-            "findings": [finding_to_dict(f) for f in result.findings],
-        }
-        write_atomic(self.root / result.scenario.name / FINDINGS_FILE, _json(data))
+        data = FindingsFile(
+            scenario=result.scenario.name,
+            seconds=round(result.seconds, 3),
+            findings=result.findings,
+        )
+        write_atomic(
+            self.root / result.scenario.name / FINDINGS_FILE, _json(data.model_dump(mode="python"))
+        )
 
     def finish(self, result: AuditResult, exit_code: int) -> None:
         self._add_environment(result.environment)
-        self.manifest.update(
-            # An interrupted audit reports what finished; its bundle must not read as whole.
-            status=f"interrupted by {result.interrupted}" if result.interrupted else "complete",
-            verdict=result.verdict,
-            exit_code=exit_code,
-            seconds=round(result.seconds, 3),
+        assert self.manifest is not None, "finish() before start()"
+        self.manifest = self.manifest.model_copy(
+            update={
+                # An interrupted audit reports what finished; its bundle must not read as whole.
+                "status": f"interrupted by {result.interrupted}"
+                if result.interrupted
+                else "complete",
+                "verdict": result.verdict,
+                "exit_code": exit_code,
+                "seconds": round(result.seconds, 3),
+            }
         )
-        write_atomic(self.root / MANIFEST, _json(self.manifest))
+        write_atomic(self.root / MANIFEST, self.manifest.to_json())
 
 
 def _quote(arg: str) -> str:
@@ -437,7 +477,7 @@ class Bundle:
     """A bundle read back. ``notes`` say what is missing when it was cut short."""
 
     root: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     config: AuditConfig
     model_text: str
     environment: dict[str, str]
@@ -446,11 +486,11 @@ class Bundle:
 
     @property
     def complete(self) -> bool:
-        return self.manifest.get("status") == "complete" and not self.notes
+        return self.manifest.status == "complete" and not self.notes
 
     @property
     def contract(self) -> str:
-        return str(self.manifest.get("contract") or self.config.engine.contract)
+        return self.manifest.contract or self.config.engine.contract
 
     def as_result(self, findings: Mapping[str, Sequence[Finding]] | None = None) -> AuditResult:
         """The bundle as an audit result (recorded findings unless others are given)."""
@@ -465,8 +505,8 @@ class Bundle:
             contract=self.contract,
             scenarios=tuple(results),
             environment=self.environment,
-            seconds=float(self.manifest.get("seconds", 0.0)),
-            command=str(self.manifest.get("command", "")),
+            seconds=self.manifest.seconds or 0.0,
+            command=self.manifest.command or "",
         )
 
 
@@ -479,7 +519,7 @@ def _read_json(path: Path, what: str) -> Any:
         raise BundleError(f"{path}: the {what} is not readable JSON ({exc})") from None
 
 
-def _read_manifest(root: Path) -> dict[str, Any]:
+def _read_manifest(root: Path) -> Manifest:
     if not root.exists():
         raise BundleError(f"{root}: no such bundle directory")
     if not root.is_dir():
@@ -505,7 +545,14 @@ def _read_manifest(root: Path) -> dict[str, Any]:
         )
     if not isinstance(manifest.get("scenarios"), list):
         raise BundleError(f"{root / MANIFEST}: 'scenarios' is missing or not a list")
-    return manifest
+    try:
+        return Manifest.model_validate(manifest)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        if first["loc"][:1] == ("scenarios",):
+            raise BundleError(f"{root / MANIFEST}: a scenario entry is malformed") from None
+        where = ".".join(str(part) for part in first["loc"])
+        raise BundleError(f"{root / MANIFEST}: {where}: {first['msg']}") from None
 
 
 def _read_trace_file(path: Path, notes: list[str]) -> RunTrace:
@@ -535,9 +582,9 @@ def read_bundle(path: Path) -> Bundle:
     root = Path(path)
     manifest = _read_manifest(root)
     notes: list[str] = []
-    if manifest.get("status") != "complete":
+    if manifest.status != "complete":
         notes.append(
-            f"the audit did not finish (manifest status {manifest.get('status')!r}): "
+            f"the audit did not finish (manifest status {manifest.status!r}): "
             "the bundle holds what was recorded until it stopped"
         )
     try:
@@ -550,18 +597,16 @@ def read_bundle(path: Path) -> Bundle:
         raise BundleError(
             f"{root / MODEL} does not validate: {'; '.join(exc.problems or [exc.message])}"
         ) from None
-    environment = {}
+    environment: dict[str, str] = {}
     if (root / ENVIRONMENT).is_file():
-        environment = {
-            str(k): str(v) for k, v in _read_json(root / ENVIRONMENT, "environment").items()
-        }
+        recorded = _read_json(root / ENVIRONMENT, "environment")
+        if not isinstance(recorded, dict):
+            raise BundleError(f"{root / ENVIRONMENT}: the environment is not a JSON object")
+        # Values as text, whatever an older writer stored.
+        environment = _ENVIRONMENT.validate_python({str(k): str(v) for k, v in recorded.items()})
     scenarios = []
-    for entry in manifest["scenarios"]:
-        try:
-            name, source = str(entry["name"]), str(entry.get("source", ""))
-            planned_runs = tuple(str(r) for r in entry.get("runs", ()))
-        except (KeyError, TypeError, AttributeError):
-            raise BundleError(f"{root / MANIFEST}: a scenario entry is malformed") from None
+    for entry in manifest.scenarios:
+        name, source, planned_runs = entry.name, entry.source, entry.runs
         folder = root / name
         try:
             text = (folder / SCENARIO_FILE).read_text(encoding="utf-8")
@@ -586,8 +631,8 @@ def read_bundle(path: Path) -> Bundle:
         if (folder / FINDINGS_FILE).is_file():
             data = _read_json(folder / FINDINGS_FILE, "findings file")
             try:
-                findings = tuple(finding_from_dict(f) for f in data["findings"])
-            except (KeyError, TypeError, ValueError) as exc:
+                findings = FindingsFile.model_validate(data).findings
+            except ValidationError as exc:
                 raise BundleError(f"{folder / FINDINGS_FILE}: malformed findings ({exc})") from None
         elif traces:
             notes.append(f"{name}: no findings recorded (re-run them with `specseed check`)")

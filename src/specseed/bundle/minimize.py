@@ -21,8 +21,8 @@ from pydantic import ValidationError
 
 from specseed.checks.findings import FAILING, Finding
 from specseed.core.errors import InputError, SpecseedError
-from specseed.engine_adapters.base import EngineAdapter
-from specseed.plan.planning import PlannedScenario, base_settings, plan_run
+from specseed.engine_adapters.base import EngineAdapter, EngineSettings
+from specseed.plan.planning import base_settings, plan_scenario
 from specseed.run.execute import create_adapter, run_audit
 from specseed.run.results import AuditResult
 from specseed.scenarios.loader import LoadedScenario
@@ -287,15 +287,13 @@ def _candidates(
 
 
 def _audit(
-    config: AuditConfig, scenario: Scenario, base_dir: Path, adapter: EngineAdapter
+    config: AuditConfig,
+    scenario: Scenario,
+    base_dir: Path,
+    adapter: EngineAdapter,
+    base: EngineSettings,
 ) -> AuditResult | None:
-    base = base_settings(config, base_dir)
-    planned = [
-        PlannedScenario(
-            LoadedScenario(scenario, "minimize"),
-            tuple(plan_run(scenario, run, base) for run in scenario.runs),
-        )
-    ]
+    planned = [plan_scenario(LoadedScenario(scenario, "minimize"), base)]
     try:
         return run_audit(config, planned, base_dir, adapter=adapter)
     except SpecseedError:  # the engine refuses the candidate: not a reproduction
@@ -317,9 +315,11 @@ def minimize(
     ``on_step(audits, description, kept)`` is called after every audited candidate. Raises
     ``InputError`` when the scenario does not fail to begin with.
     """
-    engine = adapter or create_adapter(base_settings(config, base_dir))
+    # Resolved once: every candidate is audited with the same engine settings.
+    base = base_settings(config, base_dir)
+    engine = adapter or create_adapter(base)
     try:
-        first = _audit(config, scenario, base_dir, engine)
+        first = _audit(config, scenario, base_dir, engine, base)
         audits = 1
         failing = [f for f in (first.findings if first else []) if f.status in FAILING]
         if target is None:
@@ -352,7 +352,7 @@ def minimize(
                     continue
                 if target.comparison and not any(e.check == target.check for e in parsed.expect):
                     continue
-                result = _audit(config, parsed, base_dir, engine)
+                result = _audit(config, parsed, base_dir, engine, base)
                 audits += 1
                 match = next(
                     (f for f in (result.findings if result else []) if target.matches(f)), None

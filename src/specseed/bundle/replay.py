@@ -13,7 +13,7 @@ from specseed.checks.findings import Finding
 from specseed.core.contracts import contract_names
 from specseed.core.errors import InputError
 from specseed.engine_adapters.base import EngineAdapter
-from specseed.plan.planning import PlannedScenario, base_settings, plan_run
+from specseed.plan.planning import base_settings, plan_scenario
 from specseed.run.execute import evaluate, run_audit
 from specseed.run.results import AuditResult, EventHandler
 from specseed.scenarios.loader import load_audit_config
@@ -85,12 +85,7 @@ def replay(
     else:
         config, base_dir = bundle.config, bundle.root
     base = base_settings(config, base_dir)
-    planned = [
-        PlannedScenario(
-            loaded, tuple(plan_run(loaded.scenario, run, base) for run in loaded.scenario.runs)
-        )
-        for loaded in recorded_scenarios(bundle)
-    ]
+    planned = [plan_scenario(loaded, base) for loaded in recorded_scenarios(bundle)]
     audit = run_audit(
         config,
         planned,

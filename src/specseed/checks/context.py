@@ -21,7 +21,7 @@ class CheckContext:
     """The RNG layout the audit holds the engine to."""
 
     def max_draft_len(self, trace: RunTrace) -> int:
-        return int(str(trace.header.engine_config.get("max_draft_len", 0)))
+        return trace.header.engine_config.max_draft_len
 
     def max_num_requests(self, trace: RunTrace) -> int:
-        return int(str(trace.header.engine_config.get("max_num_requests", 0)))
+        return trace.header.engine_config.max_num_requests

@@ -286,4 +286,4 @@ def _step(trace: RunTrace, number: int) -> StepRecord | None:
 
 
 def _max_draft_len(trace: RunTrace) -> int:
-    return int(str(trace.header.engine_config.get("max_draft_len", 0)))
+    return trace.header.engine_config.max_draft_len

@@ -56,20 +56,34 @@ def init(
 
 def schema(
     kind: Annotated[
-        Literal["all", "model", "scenario"],
-        typer.Option("--kind", help="Which schema: model (model.yaml), scenario, or all."),
+        Literal["all", "model", "scenario", "trace", "bundle"],
+        typer.Option(
+            "--kind",
+            help="Which schema: model (model.yaml), scenario, trace (a JSONL trace line), "
+            "bundle (a bundle's files), or all.",
+        ),
     ] = "all",
 ) -> None:
-    """Print the JSON Schema of model.yaml and of scenario files (generated from the models).
+    """Print the JSON Schema of model.yaml, scenario files, traces and bundles (generated
+    from the models).
 
-    [bold]Example[/]
+    [bold]Examples[/]
 
       specseed schema --kind scenario > scenario.schema.json
+      specseed schema --kind trace > trace.schema.json
     """
+    from specseed.bundle.format import bundle_json_schema
     from specseed.scenarios.schema import json_schemas
+    from specseed.traces.records import trace_json_schema
 
     schemas = json_schemas()
-    chosen = {"all": schemas, "model": schemas["model.yaml"], "scenario": schemas["scenario"]}[kind]
+    chosen = {
+        "all": {**schemas, "trace": trace_json_schema(), "bundle": bundle_json_schema()},
+        "model": schemas["model.yaml"],
+        "scenario": schemas["scenario"],
+        "trace": trace_json_schema(),
+        "bundle": bundle_json_schema(),
+    }[kind]
     typer.echo(json.dumps(chosen, indent=2))
 
 

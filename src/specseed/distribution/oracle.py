@@ -18,12 +18,14 @@ precision) with an explicit envelope.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import torch
+
+from specseed.traces.records import EngineConfigRecord
 
 
 class OracleUnavailable(Exception):
@@ -122,7 +124,7 @@ def _serves_builtin_model(engine: object) -> bool:
     return info is not None and info.builtin_model
 
 
-def oracle_for(engine_config: Mapping[str, object]) -> ProbabilityOracle:
+def oracle_for(engine_config: EngineConfigRecord) -> ProbabilityOracle:
     """The oracle of the target a trace's engine served (cached per checkpoint).
 
     Any engine whose recorded configuration names a checkpoint specseed loads (``checkpoint``:
@@ -130,16 +132,17 @@ def oracle_for(engine_config: Mapping[str, object]) -> ProbabilityOracle:
     ``EngineInfo.builtin_model`` says it serves one) gets one; otherwise ``OracleUnavailable``
     says why.
     """
-    checkpoint = engine_config.get("checkpoint")
-    if checkpoint is None and not _serves_builtin_model(engine_config.get("name")):
+    checkpoint = engine_config.checkpoint
+    if checkpoint is None and not _serves_builtin_model(engine_config.name):
         raise OracleUnavailable(
-            f"engine {engine_config.get('name')} names no checkpoint specseed can load"
+            f"engine {engine_config.name} names no checkpoint specseed can load"
         )
-    options = engine_config.get("options")
-    # 1.0/1.1 traces: the reference engine's model_seed sat among the shared keys.
-    seed_value = options.get("model_seed", 0) if isinstance(options, dict) else None
-    seed = int(str(seed_value if seed_value is not None else engine_config.get("model_seed", 0)))
-    key = (str(checkpoint or ""), 0 if checkpoint else seed)
+    # The built-in model's seed is an engine option (1.0/1.1 traces read with it
+    # moved there).
+    seed = engine_config.options.get("model_seed", 0) if checkpoint is None else 0
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise OracleUnavailable(f"the recorded model_seed {seed!r} is not an integer")
+    key = (checkpoint or "", seed)
     if key not in _CACHE:
-        _CACHE[key] = ReferenceOracle(Path(str(checkpoint)) if checkpoint else None, seed)
+        _CACHE[key] = ReferenceOracle(Path(checkpoint) if checkpoint else None, seed)
     return _CACHE[key]

@@ -15,7 +15,7 @@ import time
 import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 from specseed.engine_adapters.registry import EngineInfo
 from specseed.traces.records import (
+    EngineConfigRecord,
     EngineFailure,
     Observability,
     Phase,
@@ -61,19 +62,20 @@ class EngineSettings:
     options: BaseModel = field(default_factory=NoOptions)
     """The engine's own options (its pydantic options model, validated)."""
 
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "device": self.device,
-            "max_num_requests": self.max_num_requests,
-            "max_draft_len": self.max_draft_len,
-            "verification": self.verification,
-            "overlap_scheduler": self.overlap_scheduler,
-            "checkpoint": str(self.checkpoint) if self.checkpoint else None,
-            "draft_checkpoint": str(self.draft_checkpoint) if self.draft_checkpoint else None,
-            "contract": self.contract,
-            "options": self.options.model_dump(mode="json"),
-        }
+    def record(self) -> EngineConfigRecord:
+        """These settings as a trace header records them."""
+        return EngineConfigRecord(
+            name=self.name,
+            device=self.device,
+            max_num_requests=self.max_num_requests,
+            max_draft_len=self.max_draft_len,
+            verification=self.verification,
+            overlap_scheduler=self.overlap_scheduler,
+            checkpoint=str(self.checkpoint) if self.checkpoint else None,
+            draft_checkpoint=str(self.draft_checkpoint) if self.draft_checkpoint else None,
+            contract=self.contract,
+            options=self.options.model_dump(mode="json"),
+        )
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,14 @@ class RequestPlan:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
+
+    def received(self, prompt_ids: tuple[int, ...]) -> RequestInfo:
+        """This request as a trace header records it: the same fields, the prompt encoded."""
+        return RequestInfo(prompt_ids=prompt_ids, **{n: getattr(self, n) for n in _RECEIVED})
+
+
+_RECEIVED = tuple(f.name for f in fields(RequestInfo) if f.name != "prompt_ids")
+"""The fields a trace's request takes from the plan's, by name (all but the prompt)."""
 
 
 @dataclass(frozen=True)
@@ -243,7 +253,7 @@ class EngineAdapter(ABC):
             scenario=plan.scenario,
             run=plan.run,
             engine=self.name,
-            engine_config=plan.settings.as_dict(),
+            engine_config=plan.settings.record(),
             contract=start.contract or plan.settings.contract,
             requests=tuple(self._request_info(r) for r in traffic),
             environment=self.environment(),
@@ -258,18 +268,7 @@ class EngineAdapter(ABC):
             prompt_ids = self.encode(request.prompt)
         except ValueError:
             prompt_ids = ()
-        return RequestInfo(
-            request_id=request.request_id,
-            phase=request.phase,
-            prompt_ids=prompt_ids,
-            seed=request.seed,
-            temperature=request.temperature,
-            top_k=request.top_k,
-            top_p=request.top_p,
-            max_tokens=request.max_tokens,
-            arrival_step=request.arrival_step,
-            warmup_batch=request.warmup_batch,
-        )
+        return request.received(prompt_ids)
 
 
 def failure_from(exc: BaseException, recorder: TraceRecorder) -> EngineFailure:

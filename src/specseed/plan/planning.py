@@ -7,6 +7,7 @@ is loaded.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from specseed.core.wording import did_you_mean
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
 from specseed.scenarios.loader import LoadedScenario, engine_options, resolve_scenarios
 from specseed.scenarios.schema import AuditConfig, EngineConfig, RunSpec, Scenario
+from specseed.traces.records import REQUEST_SAMPLING
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,9 @@ class PlannedScenario:
 
     loaded: LoadedScenario
     plans: tuple[RunPlan, ...]
+    base: EngineSettings
+    """The audit's engine settings (model.yaml's, before any run's overrides), resolved once
+    by planning: the engine adapter is built from them."""
 
     @property
     def scenario(self) -> Scenario:
@@ -37,7 +42,9 @@ def _resolve_path(path: Path | None, base_dir: Path) -> Path | None:
 
 
 def base_settings(config: AuditConfig | EngineConfig, base_dir: Path) -> EngineSettings:
-    """Engine settings from model.yaml's ``engine`` section (paths relative to model.yaml)."""
+    """Engine settings from model.yaml's ``engine`` section (paths relative to model.yaml).
+
+    The options are those the loader validated (see ``engine_options``): not validated again."""
     if isinstance(config, EngineConfig):
         config = AuditConfig(engine=config)
     engine = config.engine
@@ -89,12 +96,8 @@ def plan_run(scenario: Scenario, run: RunSpec, base: EngineSettings) -> RunPlan:
             RequestPlan(
                 request_id=spec.name,
                 prompt=tuple(spec.prompt) if isinstance(spec.prompt, list) else spec.prompt,
-                seed=spec.seed,
-                temperature=spec.temperature,
-                top_k=spec.top_k,
-                top_p=spec.top_p,
-                max_tokens=spec.max_tokens,
                 arrival_step=run.arrivals.get(name, 0),
+                **spec.model_dump(include=set(REQUEST_SAMPLING)),
             )
         )
     return RunPlan(
@@ -117,15 +120,30 @@ def _check_skip_list(config: AuditConfig, source: str) -> None:
         raise ScenarioError(f"{source} does not validate", problems)
 
 
+def plan_scenario(loaded: LoadedScenario, base: EngineSettings) -> PlannedScenario:
+    """Every run of a scenario, resolved against the audit's engine settings."""
+    scenario = loaded.scenario
+    return PlannedScenario(
+        loaded, tuple(plan_run(scenario, run, base) for run in scenario.runs), base
+    )
+
+
 def plan_audit(
     config: AuditConfig, base_dir: Path, source: str = "model.yaml"
 ) -> list[PlannedScenario]:
-    """Validate every scenario and resolve every run; raises ``ScenarioError`` on bad input."""
+    """Validate every scenario and resolve every run; raises ``ScenarioError`` on bad input.
+
+    The engine settings are resolved here, once; every plan carries them."""
     _check_skip_list(config, source)
     base = base_settings(config, base_dir)
-    return [
-        PlannedScenario(
-            item, tuple(plan_run(item.scenario, run, base) for run in item.scenario.runs)
-        )
-        for item in resolve_scenarios(config.scenarios, base_dir)
-    ]
+    return [plan_scenario(item, base) for item in resolve_scenarios(config.scenarios, base_dir)]
+
+
+def engine_settings(
+    planned: Sequence[PlannedScenario], config: AuditConfig, base_dir: Path
+) -> EngineSettings:
+    """The settings an audit's engine adapter is built with: those its plans carry (model.yaml's
+    when nothing is planned)."""
+    if planned:
+        return planned[0].base
+    return base_settings(config, base_dir)

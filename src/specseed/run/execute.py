@@ -31,7 +31,7 @@ from specseed.engine_adapters.base import (
     failure_from,
 )
 from specseed.engine_adapters.registry import load_adapter_class
-from specseed.plan.planning import PlannedScenario, base_settings
+from specseed.plan.planning import PlannedScenario, engine_settings
 from specseed.run.results import (
     AuditResult,
     AuditStarted,
@@ -274,7 +274,7 @@ def run_audit(
                 stack.enter_context(TraceDir(trace_dir)) if lock_trace_dir else TraceDir(trace_dir)
             )
         emit(AuditStarted(scenarios=len(planned), runs=total, engine=config.engine.name))
-        engine = adapter or create_adapter(base_settings(config, base_dir))
+        engine = adapter or create_adapter(engine_settings(planned, config, base_dir))
         try:
             validate_plans(engine, planned)
             try:

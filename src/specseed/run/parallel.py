@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from specseed.core.errors import AuditInterrupted, InputError, ScenarioError
-from specseed.engine_adapters.base import EngineAdapter
-from specseed.plan.planning import PlannedScenario, base_settings
+from specseed.engine_adapters.base import EngineAdapter, EngineSettings
+from specseed.plan.planning import PlannedScenario, engine_settings
 from specseed.run.execute import create_adapter, run_audit, serve_scenario
 from specseed.run.results import (
     AuditResult,
@@ -69,17 +69,17 @@ def _raise_interrupt(signum: int, _frame: object) -> None:
     raise AuditInterrupted(signal.Signals(signum).name)
 
 
-def _init_worker(config: AuditConfig, base_dir: Path, trace_dir: Path | None) -> None:
+def _init_worker(config: AuditConfig, settings: EngineSettings, trace_dir: Path | None) -> None:
     # Ctrl-C reaches the whole process group: the parent decides, and stops workers with
     # SIGTERM, which ends the current run's trace with an Interrupted failure.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _raise_interrupt)
-    _worker.update(config=config, base_dir=base_dir, trace_dir=trace_dir)
+    _worker.update(config=config, settings=settings, trace_dir=trace_dir)
 
 
 def _engine() -> EngineAdapter:
     if "engine" not in _worker:
-        _worker["engine"] = create_adapter(base_settings(_worker["config"], _worker["base_dir"]))
+        _worker["engine"] = create_adapter(_worker["settings"])
     engine: EngineAdapter = _worker["engine"]
     return engine
 
@@ -138,9 +138,11 @@ def run_audit_jobs(
     lock = TraceDir(trace_dir) if trace_dir is not None and lock_trace_dir else None
     if lock is not None:
         lock.lock()
+    # Workers build their engines from the settings planning resolved (never validated again).
+    settings = engine_settings(planned, config, base_dir)
     context = multiprocessing.get_context("spawn")
     pool = context.Pool(
-        min(jobs, len(planned)), _init_worker, (config, base_dir, trace_dir), maxtasksperchild=None
+        min(jobs, len(planned)), _init_worker, (config, settings, trace_dir), maxtasksperchild=None
     )
     try:
         emit(

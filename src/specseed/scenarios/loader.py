@@ -8,6 +8,7 @@ audit never starts on half-valid input.
 from __future__ import annotations
 
 import stat
+import weakref
 from collections.abc import Collection
 from dataclasses import dataclass
 from importlib import resources
@@ -23,6 +24,7 @@ from specseed.scenarios.schema import (
     CHECK_IDS_CONTEXT,
     AuditConfig,
     CrossReferenceError,
+    EngineConfig,
     Scenario,
 )
 
@@ -343,12 +345,35 @@ def _moved_to_options(key: str) -> str | None:
     return next((name for name, info in engines().items() if key in info.moved_options), None)
 
 
+_VALIDATED: dict[int, tuple[weakref.ref[EngineConfig], BaseModel]] = {}
+"""The options model of each ``engine`` section already validated, by the section's identity:
+model.yaml is validated once when loaded, and planning, bundles and serving take the result
+instead of validating it again. A changed section (``model_copy``) is a new object, so it is
+validated afresh."""
+
+
+def _remember(engine: EngineConfig, options: BaseModel) -> None:
+    key = id(engine)
+    # The entry goes with the section: an id can be reused once its object is gone.
+    ref = weakref.ref(engine, lambda _ref: _VALIDATED.pop(key, None))
+    _VALIDATED[key] = (ref, options)
+
+
+def _remembered(engine: EngineConfig) -> BaseModel | None:
+    entry = _VALIDATED.get(id(engine))
+    return entry[1] if entry is not None and entry[0]() is engine else None
+
+
 def engine_options(config: AuditConfig, source: str, node: yaml.Node | None = None) -> BaseModel:
-    """``engine.options`` validated against the options model of ``engine.name``."""
+    """``engine.options`` validated against the options model of ``engine.name`` (once per
+    ``engine`` section: a section validated before returns the same options)."""
     from specseed.engine_adapters.base import NoOptions
     from specseed.engine_adapters.registry import get_engine
 
     engine = config.engine
+    known = _remembered(engine)
+    if known is not None:
+        return known
     model = get_engine(engine.name).options_model() or NoOptions
     if model is NoOptions and engine.options:
         line = _line_of(node, ("engine", "options"))
@@ -357,7 +382,9 @@ def engine_options(config: AuditConfig, source: str, node: yaml.Node | None = No
             f"{source} does not validate",
             [f"{where}: engine.options: engine {engine.name} takes no options. Remove them."],
         )
-    return _validate(model, dict(engine.options), source, node, prefix=("engine", "options"))
+    options = _validate(model, dict(engine.options), source, node, prefix=("engine", "options"))
+    _remember(engine, options)
+    return options
 
 
 # -- public API ---------------------------------------------------------------------------

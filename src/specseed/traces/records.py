@@ -6,6 +6,8 @@ then one :class:`RunEnd`. The JSONL form writes each record as one line as soon 
 
 Every integer RNG field (seed, subsequence, offset) is a uint64 written as a plain JSON
 integer. Schema changes bump ``TRACE_SCHEMA_VERSION``; readers refuse other major versions.
+Records are written and read through pydantic (``TypeAdapter`` over these dataclasses), which
+also gives the format its JSON Schema (``trace_json_schema``, ``specseed schema --kind trace``).
 The schema is documented in ARCHITECTURE.md ("Trace format").
 """
 
@@ -14,10 +16,12 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import IO, Any, Literal
+
+from pydantic import ConfigDict, TypeAdapter
 
 from specseed.core.contracts import EventKind
 from specseed.core.errors import TraceWriteError
@@ -42,6 +46,9 @@ EVIDENCE_TEXT: dict[str, str] = {
     "logits": "logits fingerprints",
 }
 
+_STRICT = ConfigDict(extra="forbid")
+"""Every record refuses keys it does not know (pydantic reads stdlib dataclasses with it)."""
+
 RngStateKind = Literal["philox", "generator"]
 """How an engine's RNG state is named: curand Philox (seed, subsequence, offset, draws), or a
 stateful generator (its seed, and the position in its stream as ``offset``)."""
@@ -54,6 +61,8 @@ class Observability:
     Checks declare the evidence they need; a check whose evidence is missing is reported as
     ``skip`` with the reason, never as ``pass``.
     """
+
+    __pydantic_config__ = _STRICT
 
     steps: bool
     """Batch rows, engine steps and each request's decoding iteration."""
@@ -91,6 +100,8 @@ TOKENS_ONLY = Observability(steps=False, rng_state=None, drafts=False, logits=Fa
 class SamplingEvent:
     """One sampling kernel row run for one request: the Philox state it was given and used."""
 
+    __pydantic_config__ = _STRICT
+
     kind: EventKind
     """``target`` (a target logits row), ``accept`` (rejection sampling), ``draft`` (a draft step)."""
     index: int
@@ -112,6 +123,8 @@ class SamplingEvent:
 @dataclass(frozen=True)
 class RowRecord:
     """One request's row in one engine step."""
+
+    __pydantic_config__ = _STRICT
 
     request_id: str
     row: int
@@ -143,14 +156,24 @@ class RowRecord:
 class StepRecord:
     """One engine step: the scheduled rows in batch order."""
 
+    __pydantic_config__ = _STRICT
+
     step: int
     phase: Phase
     rows: tuple[RowRecord, ...]
 
 
+REQUEST_SAMPLING = ("seed", "temperature", "top_k", "top_p", "max_tokens")
+"""How a request samples: the fields a scenario's request, the plan's request and the trace's
+request all hold, under these names (each step of the chain copies them by name)."""
+
+
 @dataclass(frozen=True)
 class RequestInfo:
-    """A request as the engine received it (after prompt encoding)."""
+    """A request as the engine received it (after prompt encoding): the plan's request
+    (``RequestPlan.received``) with its prompt as token ids."""
+
+    __pydantic_config__ = _STRICT
 
     request_id: str
     phase: Phase
@@ -166,13 +189,36 @@ class RequestInfo:
 
 
 @dataclass(frozen=True)
+class EngineConfigRecord:
+    """The engine settings a run was served with (model.yaml's ``engine`` plus the run's
+    overrides), as its header records them. ``options`` are the engine's own options, every
+    default written out; the trace layer does not know each engine's options model."""
+
+    __pydantic_config__ = _STRICT
+
+    name: str = "reference"
+    device: Literal["cpu", "cuda"] = "cpu"
+    max_num_requests: int = 8
+    max_draft_len: int = 3
+    verification: Literal["rejection", "strict"] = "rejection"
+    overlap_scheduler: bool = False
+    checkpoint: str | None = None
+    draft_checkpoint: str | None = None
+    contract: str = "ideal"
+    """The RNG contract the audit holds the engine to."""
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class RunHeader:
     """First record of a run: what ran, where and how."""
+
+    __pydantic_config__ = _STRICT
 
     scenario: str
     run: str
     engine: str
-    engine_config: dict[str, Any]
+    engine_config: EngineConfigRecord
     """The resolved engine settings of this run (model.yaml plus the run's overrides)."""
     contract: str
     """The RNG contract the engine claims to follow (its rng profile)."""
@@ -195,6 +241,8 @@ class RunHeader:
 class EngineFailure:
     """An exception the engine raised while running."""
 
+    __pydantic_config__ = _STRICT
+
     step: int
     """Engine step at which it happened (-1 before the first step)."""
     phase: Phase
@@ -210,6 +258,8 @@ class EngineFailure:
 @dataclass(frozen=True)
 class RunEnd:
     """Last record of a run: the outputs, or the failure that stopped it."""
+
+    __pydantic_config__ = _STRICT
 
     outputs: dict[str, tuple[int, ...]]
     """Generated tokens per scenario request id (prior and warmup traffic excluded)."""
@@ -264,10 +314,41 @@ class RunTrace:
 # -- JSONL ------------------------------------------------------------------------------
 
 
+_HEADER = TypeAdapter(RunHeader)
+_STEP = TypeAdapter(StepRecord)
+_END = TypeAdapter(RunEnd)
+_RECORDS: dict[str, TypeAdapter[Any]] = {"header": _HEADER, "step": _STEP, "end": _END}
+"""Each line's ``record`` kind and the record it holds."""
+
+
 def _record_line(kind: str, record: Any) -> str:
-    payload = asdict(record)
+    # Python mode, then json.dumps: the same JSON the format has always had (pydantic's JSON
+    # mode would write a non-finite float as null).
+    payload = _RECORDS[kind].dump_python(record)
     payload["record"] = kind
     return json.dumps(payload, separators=(",", ":"), sort_keys=False)
+
+
+def trace_json_schema() -> dict[str, Any]:
+    """JSON Schema of one line of a JSONL trace: a header, a step or an end record."""
+    defs: dict[str, Any] = {}
+    lines = []
+    for kind, adapter in _RECORDS.items():
+        schema = adapter.json_schema(ref_template="#/$defs/{model}")
+        defs.update(schema.pop("$defs", {}))
+        schema["properties"]["record"] = {"const": kind, "description": "The record's kind."}
+        schema["required"] = ["record", *schema.get("required", ())]
+        name = schema.get("title", kind)
+        defs[name] = schema
+        lines.append({"$ref": f"#/$defs/{name}"})
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": f"specseed trace line (schema {TRACE_SCHEMA_VERSION})",
+        "description": "One line of a JSONL trace: the header first, a step per engine step, "
+        "then the end.",
+        "oneOf": lines,
+        "$defs": defs,
+    }
 
 
 class TraceWriter:
@@ -335,43 +416,40 @@ class TraceWriter:
                 file.close()
 
 
-def _event(d: dict[str, Any]) -> SamplingEvent:
-    return SamplingEvent(**d)
+_LEGACY_ENGINE_CONFIG = ("1.0", "1.1")
+"""Schema versions whose ``engine_config`` held the reference engine's own keys (model_seed,
+rng_profile, defects) among the shared ones, and no ``contract``."""
 
 
-def _row(d: dict[str, Any]) -> RowRecord:
-    d = dict(d)
-    d["events"] = tuple(_event(e) for e in d["events"])
-    for key in ("drafts_verified", "emitted", "logits_fingerprints", "drafts_proposed"):
-        d[key] = tuple(d[key])
-    return RowRecord(**d)
-
-
-def _step(d: dict[str, Any]) -> StepRecord:
-    return StepRecord(step=d["step"], phase=d["phase"], rows=tuple(_row(r) for r in d["rows"]))
+def _legacy_engine_config(d: dict[str, Any], contract: object) -> dict[str, Any]:
+    """A 1.0/1.1 ``engine_config`` in the current shape: the engine's own keys moved under
+    ``options``, the contract taken from the header."""
+    shared = set(EngineConfigRecord.__dataclass_fields__)
+    config = {k: v for k, v in d.items() if k in shared}
+    options = {k: v for k, v in d.items() if k not in shared}
+    config["options"] = {**options, **dict(d.get("options") or {})}
+    config.setdefault("contract", contract)
+    return config
 
 
 def _header(d: dict[str, Any]) -> RunHeader:
-    d = dict(d)
-    major = str(d.get("schema_version", "")).split(".")[0]
-    if major != TRACE_SCHEMA_VERSION.split(".")[0]:
+    version = str(d.get("schema_version", ""))
+    if version.split(".")[0] != TRACE_SCHEMA_VERSION.split(".")[0]:
         raise ValueError(
             f"trace schema version {d.get('schema_version')!r} is not readable by this "
             f"specseed (reads {TRACE_SCHEMA_VERSION})"
         )
-    d["requests"] = tuple(
-        RequestInfo(**{**r, "prompt_ids": tuple(r["prompt_ids"])}) for r in d["requests"]
-    )
-    if "observability" in d:
-        d["observability"] = Observability(**d["observability"])
-    d["warmup_batches"] = tuple(d.get("warmup_batches", ()))
-    return RunHeader(**d)
+    if version in _LEGACY_ENGINE_CONFIG and isinstance(d.get("engine_config"), dict):
+        d = {**d, "engine_config": _legacy_engine_config(d["engine_config"], d.get("contract"))}
+    return _HEADER.validate_python(d)
+
+
+def _step(d: dict[str, Any]) -> StepRecord:
+    return _STEP.validate_python(d)
 
 
 def _end(d: dict[str, Any]) -> RunEnd:
-    failure = EngineFailure(**d["failure"]) if d.get("failure") else None
-    outputs = {k: tuple(v) for k, v in d["outputs"].items()}
-    return RunEnd(outputs=outputs, failure=failure, seconds=d.get("seconds", 0.0))
+    return _END.validate_python(d)
 
 
 def read_trace(lines: Iterable[str]) -> RunTrace:
