@@ -100,9 +100,9 @@ def _answer(contract: RngContract, row: dict[str, Any]) -> Any:
         slots = [contract.slot(kind, index, K, tree) for kind, index in question["disjoint"]]
         span = contract.slot_stride
         stretches = [set(range(s * span, (s + 1) * span)) for s in slots]
-        assert all(
-            a.isdisjoint(b) for i, a in enumerate(stretches) for b in stretches[i + 1 :]
-        ), "two slots' stretches overlap"
+        assert all(a.isdisjoint(b) for i, a in enumerate(stretches) for b in stretches[i + 1 :]), (
+            "two slots' stretches overlap"
+        )
         return {"slots": slots, "span": span}
     if "window_holds" in question:
         window = contract.window_size(K, tree)
