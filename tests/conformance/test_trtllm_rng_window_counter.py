@@ -363,3 +363,28 @@ def test_engine_traces_unseeded_windows_from_the_shared_counter(engine: Any, nam
     bases = [_bases(trace, contract, f"u{i}") for i in range(3)]
     assert [b[0] for b in bases] == first
     assert [b[1] for b in bases] == second
+
+
+# -- the consequence on that release -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "verdict"),
+    [("trtllm-pr17599-as-merged", "fail"), ("trtllm-pr19601", "pass"), ("trtllm-pr17599", "pass")],
+)
+def test_slot_reuse_scenario_under_each_contract(name: str, verdict: str) -> None:
+    # The engine follows the contract (rng_profile = engine.contract). Under PR 17599 as
+    # merged, the seeded request drew from further into its stream on the reused slot: the
+    # audit reports a failing uptime-invariance, which is what a user of that release sees.
+    from specseed.plan.planning import plan_audit
+    from specseed.run.execute import run_audit
+    from specseed.scenarios.schema import AuditConfig, EngineConfig
+
+    config = AuditConfig(engine=EngineConfig(contract=name), scenarios=["slot-reuse"])
+    result = run_audit(config, plan_audit(config, Path.cwd()), Path.cwd())
+    assert result.verdict == verdict
+    uptime = [f for f in result.findings if f.check == "uptime-invariance"]
+    assert [f.status for f in uptime] == ["fail" if verdict == "fail" else "pass"]
+    # The RNG states themselves follow the contract: the divergence is the layout's.
+    rng = [f for f in result.findings if f.check == "rng-contract"]
+    assert rng and all(f.status in ("pass", "known-limitation") for f in rng)
