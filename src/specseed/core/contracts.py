@@ -11,7 +11,7 @@ Vocabulary (the same words as the traces):
 - decoding iteration ``n``: counts one request's own iterations; 0 is the context (prefill)
   step that samples the first token.
 - event kinds: ``target`` samples from a target logits row (``index`` = the row's position
-  among the request's K + 1 rows); ``accept`` is the rejection-sampling kernel
+  among the request's K + 1 rows, or ``max_total_draft_tokens + 1`` with tree drafting); ``accept`` is the rejection-sampling kernel
   (chain_speculative_sampling) that accepts drafts and draws the residual or bonus token;
   ``draft`` is draft step ``index``.
 - the offset window of iteration ``n`` starts at ``n * window_size`` and is cut into slots,
@@ -22,6 +22,9 @@ Vocabulary (the same words as the traces):
   every unseeded request of the engine advances, in batch order: the window is not a function
   of the request alone, so the contract predicts only its form (``base + k * window_size``,
   ``k`` unique to the request's iteration), and ``rng-contract`` checks exactly that.
+- TensorRT-LLM's contracts are named by the PR or commit whose layout they model; each
+  records ``upstream_commits`` and the upstream tests it was held to (``held_to``,
+  reproduced assert for assert by tests/conformance/).
 """
 
 from __future__ import annotations
