@@ -23,14 +23,16 @@ test_seeded_slot_reuse_resets_the_stream, [0, W] then [0, W] again); unseeded re
 windows k * (K + 1) from ONE counter in batch order (test_unseeded_requests_in_one_batch_get_
 distinct_windows: [0, W, 2W] then [3W, 4W, 5W]); seed 42.
 
-trtllm-slot-span (the same upstream test at its slot-span version, stored in the search index
-without its commit; it imports _RNG_SLOT_SPAN and UNSEEDED_OFFSET_BASE): WINDOW = ((K + 1) + K + 1) * SPAN; target
-row j in slot j; a block drafter's K rows start at slot K + 1 (test_block_rows_take_
-consecutive_slots: base + (4 + row) * SPAN for K = 3), so draft step i is slot K + 1 + i and the
-accept kernel the last slot, 2K + 1; seeded windows n * WINDOW per request; unseeded windows
-BASE + k * WINDOW from one counter (test_unseeded_requests_in_one_batch_get_distinct_windows:
-[BASE, BASE + W, BASE + 2W]), BASE = 2^62, seed 42. SPAN is assumed 1024 here (its value was
-not in the stored sources): with K = 3, WINDOW = 8 * 1024 = 8192.
+trtllm-slot-span (TensorRT-LLM commit 8de196e3: _RNG_SLOT_SPAN = 32 in
+speculative/interface.py, UNSEEDED_OFFSET_BASE = 1 << 62 in pyexecutor/sampler/ops/custom.py):
+T target slots (T = K + 1 linear, max_total_draft_tokens + 1 on a tree), then the K draft
+steps, then the accept kernel; WINDOW = (T + K + 1) * 32; target row j in slot j; draft step
+i in slot T + i (a block drafter's row r too: test_block_rows_take_consecutive_slots,
+base + (4 + row) * 32 for K = 3); accept in slot T + K; seeded windows n * WINDOW per request;
+unseeded windows BASE + k * WINDOW from one counter, BASE = 2^62, seed 42. With K = 3 linear,
+WINDOW = 8 * 32 = 256; with max_total_draft_tokens = 10, 15 * 32 = 480.
+trtllm-slot-span-740c856b (commit 740c856b: MAX_DRAWS_PER_ROW = 32 in custom.py): the same
+slots, unseeded windows k * WINDOW from 0.
 
 ideal (specseed's own layout): the request's seed (unseeded: one of its own, so no fixed
 value), subsequence 0, and per iteration a window of 2K + 2 slots of 1024 draws: target row j
@@ -77,19 +79,33 @@ PR19601 = [
 ]
 
 SLOT_SPAN = [
-    # K = 3: slots target 0..3, draft 4..6, accept 7; window 8 * 1024 = 8192
+    # K = 3: slots target 0..3, draft 4..6, accept 7; window 8 * 32 = 256
     (3, 0, "target", 0, 2, 7, 7, 2, 0),
-    (3, 0, "target", 3, 2, 7, 7, 2, 3072),
-    (3, 0, "draft", 0, 2, 7, 7, 2, 4096),
-    (3, 0, "draft", 2, 2, 7, 7, 2, 6144),
-    (3, 1, "accept", 0, 1, 7, 7, 1, 8192 + 7168),
-    (3, 2, "draft", 1, 0, 42, 42, 0, 16384 + 5120),
-    (3, 1, "target", 1, 3, -1, U64, 3, 8192 + 1024),
-    # K = 1: slots target 0..1, draft 2, accept 3; window 4096
-    (1, 2, "accept", 0, 0, 5, 5, 0, 8192 + 3072),
-    (1, 2, "draft", 0, 0, 5, 5, 0, 8192 + 2048),
-    # K = 0: target 0, accept 1; window 2048
-    (0, 4, "target", 0, 1, 5, 5, 1, 8192),
+    (3, 0, "target", 3, 2, 7, 7, 2, 96),
+    (3, 0, "draft", 0, 2, 7, 7, 2, 128),
+    (3, 0, "draft", 2, 2, 7, 7, 2, 192),
+    (3, 1, "accept", 0, 1, 7, 7, 1, 256 + 224),
+    (3, 2, "draft", 1, 0, 42, 42, 0, 512 + 160),
+    (3, 1, "target", 1, 3, -1, U64, 3, 256 + 32),
+    # K = 1: slots target 0..1, draft 2, accept 3; window 128
+    (1, 2, "accept", 0, 0, 5, 5, 0, 256 + 96),
+    (1, 2, "draft", 0, 0, 5, 5, 0, 256 + 64),
+    # K = 0: target 0, accept 1; window 64
+    (0, 4, "target", 0, 1, 5, 5, 1, 256),
+]
+
+# Trees (slot-span layouts): (K, max_total_draft_tokens, n, kind, index) -> offset.
+# K = 3, budget 10: targets 0..10, drafts 11..13, accept 14; window 15 * 32 = 480.
+TREE = [
+    (3, 10, 0, "target", 10, 320),
+    (3, 10, 0, "draft", 0, 352),
+    (3, 10, 1, "draft", 2, 480 + 416),
+    (3, 10, 2, "accept", 0, 960 + 448),
+    # a budget equal to K is the linear layout
+    (3, 3, 1, "accept", 0, 256 + 224),
+    # K = 2, budget 5: targets 0..5, drafts 6..7, accept 8; window 9 * 32 = 288
+    (2, 5, 1, "draft", 1, 288 + 224),
+    (2, 5, 1, "accept", 0, 288 + 256),
 ]
 
 # Unseeded requests under a shared counter: (contract, K, kind, index, window k) -> offset,
@@ -100,10 +116,13 @@ UNSEEDED = [
     ("trtllm-pr19601", 3, "target", 0, 5, 20),
     ("trtllm-pr19601", 3, "draft", 2, 5, 23),
     ("trtllm-slot-span", 3, "target", 0, 0, BASE),
-    ("trtllm-slot-span", 3, "target", 0, 1, BASE + 8192),
-    ("trtllm-slot-span", 3, "target", 0, 2, BASE + 16384),
-    ("trtllm-slot-span", 3, "accept", 0, 2, BASE + 16384 + 7168),
-    ("trtllm-slot-span", 3, "draft", 0, 3, BASE + 3 * 8192 + 4096),
+    ("trtllm-slot-span", 3, "target", 0, 1, BASE + 256),
+    ("trtllm-slot-span", 3, "target", 0, 2, BASE + 512),
+    ("trtllm-slot-span", 3, "accept", 0, 2, BASE + 512 + 224),
+    ("trtllm-slot-span", 3, "draft", 0, 3, BASE + 3 * 256 + 128),
+    ("trtllm-slot-span-740c856b", 3, "target", 0, 0, 0),
+    ("trtllm-slot-span-740c856b", 3, "target", 0, 5, 5 * 256),
+    ("trtllm-slot-span-740c856b", 3, "accept", 0, 2, 512 + 224),
 ]
 
 IDEAL = [
@@ -151,6 +170,50 @@ def test_trtllm_slot_span_seeded_offsets_match_the_hand_derived_table(row: tuple
     _check("trtllm-slot-span", row)
 
 
+@pytest.mark.parametrize("name", ["trtllm-slot-span", "trtllm-slot-span-740c856b"])
+@pytest.mark.parametrize("row", SLOT_SPAN, ids=lambda r: f"K{r[0]}-n{r[1]}-{r[2]}{r[3]}")
+def test_both_slot_span_layouts_place_seeded_events_alike(row: tuple, name: str) -> None:  # type: ignore[type-arg]
+    _check(name, row)
+
+
+@pytest.mark.parametrize("name", ["trtllm-slot-span", "trtllm-slot-span-740c856b"])
+@pytest.mark.parametrize("row", TREE, ids=lambda r: f"K{r[0]}-T{r[1]}-n{r[2]}-{r[3]}{r[4]}")
+def test_tree_drafting_puts_max_total_draft_tokens_plus_one_targets_first(
+    row: tuple,  # type: ignore[type-arg]
+    name: str,
+) -> None:
+    k, budget, n, kind, index, offset = row
+    state = get_contract(name).expected(
+        request_seed=7,
+        decoding_iter=n,
+        kind=kind,
+        index=index,
+        max_draft_len=k,
+        max_total_draft_tokens=budget,
+    )
+    assert state.offset == offset
+
+
+def test_the_k_plus_one_layouts_ignore_trees() -> None:
+    for name in ("trtllm-pr17599", "trtllm-pr19601"):
+        contract = get_contract(name)
+        assert contract.window_size(3, 10) == 4
+        assert contract.offset(1, "draft", 2, 3, 10) == 7
+
+
+def test_pr17599_as_merged_predicts_only_the_window_form() -> None:
+    state = get_contract("trtllm-pr17599-as-merged").expected(
+        request_seed=7, decoding_iter=1, kind="draft", index=0, max_draft_len=3
+    )
+    # The slot's earlier requests set k: any k * 4 + 1, nothing else.
+    assert [state.matches_offset(o) for o in (1, 5, 13, 4, 6)] == [True] * 3 + [False] * 2
+
+
+def test_aliases_name_the_same_contract() -> None:
+    assert get_contract("trtllm-8de196e3") is get_contract("trtllm-slot-span")
+    assert get_contract("trtllm-740c856b") is get_contract("trtllm-slot-span-740c856b")
+
+
 @pytest.mark.parametrize("row", UNSEEDED, ids=lambda r: f"{r[0]}-K{r[1]}-{r[2]}{r[3]}-k{r[4]}")
 def test_unseeded_shared_counter_windows_have_the_hand_derived_form(row: tuple) -> None:  # type: ignore[type-arg]
     name, k, kind, index, _window, offset = row
@@ -164,7 +227,8 @@ def test_unseeded_shared_counter_windows_have_the_hand_derived_form(row: tuple) 
         assert state.matches_offset(offset)
         # One draw off, or a window before the base, is not of the form.
         assert not state.matches_offset(offset + 1)
-        assert not state.matches_offset(offset - (BASE if name == "trtllm-slot-span" else 1))
+        below = BASE if get_contract(name).unseeded_offset_base else 1
+        assert not state.matches_offset(offset - below)
 
 
 def test_window_slots_of_the_slot_span_layout_are_disjoint_and_inside_the_window() -> None:
@@ -176,7 +240,7 @@ def test_window_slots_of_the_slot_span_layout_are_disjoint_and_inside_the_window
         events.append(("accept", 0))
         slots = [contract.slot(kind, index, k) for kind, index in events]  # type: ignore[arg-type]
         assert sorted(slots) == list(range(2 * k + 2))
-        assert contract.window_size(k) == (2 * k + 2) * contract.slot_stride
+        assert contract.window_size(k) == (2 * k + 2) * contract.slot_stride == (2 * k + 2) * 32
 
 
 def test_pr17599_and_pr19601_differ_only_for_unseeded_requests() -> None:

@@ -123,6 +123,19 @@ def test_checks_lists_every_registered_id() -> None:
         assert check_id in result.output
 
 
+def test_contracts_lists_each_with_its_upstream_commits_and_tests() -> None:
+    from specseed.core.contracts import CONTRACTS
+
+    result = runner.invoke(app, ["contracts"], env={"COLUMNS": "400"})
+    _ok(result)
+    for contract in CONTRACTS.values():
+        assert contract.name in result.output
+        for commit in contract.upstream_commits:
+            assert commit in result.output
+    assert "aliases: trtllm-8de196e3" in result.output
+    assert "at 740c856b" in result.output
+
+
 def test_schema_holds_each_engines_options_model() -> None:
     result = runner.invoke(app, ["schema", "--kind", "model"])
     _ok(result)

@@ -18,7 +18,12 @@ from specseed.checks.rng_state import draw_ranges_disjoint, rng_contract
 from specseed.core.contracts import get_contract
 from specseed.core.errors import EngineUnavailable
 from specseed.engine_adapters.base import EngineSettings, RequestPlan
-from specseed.engine_adapters.trtllm.config import ConfigurationError, llm_spec, sampling_kwargs
+from specseed.engine_adapters.trtllm.config import (
+    ConfigurationError,
+    llm_spec,
+    sampling_kwargs,
+    tree_budget,
+)
 from specseed.engine_adapters.trtllm.options import TrtllmOptions
 from specseed.engine_adapters.trtllm.tap_trace import (
     UnattributableCalls,
@@ -109,6 +114,41 @@ def test_mtp_rejection_overlap_off_and_the_baseline_without_speculation() -> Non
     assert llm_spec(settings(max_draft_len=0), TrtllmOptions()).speculative is None
 
 
+def test_eagle3_trees_map_to_the_decoding_config() -> None:
+    static = TrtllmOptions(max_total_draft_tokens=10, eagle_choices=((0,), (1,), (0, 0)))
+    spec = llm_spec(settings(options=static), static)
+    assert spec.speculative is not None
+    assert spec.speculative.kwargs["max_total_draft_tokens"] == 10
+    assert spec.speculative.kwargs["eagle_choices"] == [[0], [1], [0, 0]]
+    assert "use_dynamic_tree" not in spec.speculative.kwargs
+    assert tree_budget(settings(options=static), static) == 10
+    dynamic = TrtllmOptions(
+        max_total_draft_tokens=6, use_dynamic_tree=True, dynamic_tree_max_top_k=2
+    )
+    kwargs = llm_spec(settings(options=dynamic), dynamic).speculative.kwargs  # type: ignore[union-attr]
+    assert (kwargs["use_dynamic_tree"], kwargs["dynamic_tree_max_topK"]) == (True, 2)
+    assert "eagle_choices" not in kwargs
+    # A linear chain: no tree fields, no budget for the layout.
+    linear = llm_spec(settings(), TrtllmOptions()).speculative
+    assert linear is not None and "max_total_draft_tokens" not in linear.kwargs
+    assert tree_budget(settings(), TrtllmOptions()) is None
+    assert tree_budget(settings(max_draft_len=0, options=static), static) is None
+    with pytest.raises(ConfigurationError, match="below max_draft_len"):
+        small = TrtllmOptions(max_total_draft_tokens=2, use_dynamic_tree=True)
+        llm_spec(settings(options=small), small)
+
+
+def test_tree_options_are_refused_where_they_mean_nothing() -> None:
+    with pytest.raises(ValidationError, match="exclude each other"):
+        TrtllmOptions(max_total_draft_tokens=4, eagle_choices=((0,),), use_dynamic_tree=True)
+    with pytest.raises(ValidationError, match="EAGLE3"):
+        TrtllmOptions(speculative_method="mtp", max_total_draft_tokens=4, use_dynamic_tree=True)
+    with pytest.raises(ValidationError, match="needs max_total_draft_tokens"):
+        TrtllmOptions(eagle_choices=((0,),))
+    with pytest.raises(ValidationError, match="needs use_dynamic_tree"):
+        TrtllmOptions(dynamic_tree_max_top_k=2)
+
+
 def test_missing_checkpoints_are_configuration_errors() -> None:
     with pytest.raises(ConfigurationError, match=r"engine\.checkpoint"):
         llm_spec(settings(checkpoint=None), TrtllmOptions())
@@ -154,6 +194,8 @@ def test_observability_is_stated_not_guessed() -> None:
     graphs = tap_observability(settings(), True, [seeded])
     assert graphs.rng_state is None and "CUDA graphs" in graphs.notes
     assert tap_observability(settings(max_draft_len=0), False, [seeded]).rng_state is None
+    tree = tap_observability(settings(), False, [seeded], tree=True)
+    assert not tree.steps and tree.rng_state == "philox" and "tree drafting" in tree.notes
 
 
 # -- recorded tap data to trace -----------------------------------------------------------
@@ -215,8 +257,8 @@ def test_strict_calls_become_steps_with_hand_checked_rows() -> None:
         ("target", 2, 2),
     ]
     assert [e.kernel_row for e in c0.events] == [6]
-    # Slot-span, iteration 1, window (2K + 2) * 1024 = 6144: row j at 6144 + 1024 j
-    assert [e.offset for e in a1.events] == [6144, 7168, 8192]
+    # Slot-span, iteration 1, window (2K + 2) * 32 = 192: row j at 192 + 32 j
+    assert [e.offset for e in a1.events] == [192, 224, 256]
     assert c0.events[0].seed == U63 + 5 and c0.events[0].offset == 0
     assert all(r.slot == -1 and r.emitted == () for s in trace.steps for r in s.rows)
 

@@ -23,6 +23,7 @@ def test_library_validates_and_plans() -> None:
         "distribution-draft-len",
         "distribution-overlap",
         "distribution-verification",
+        "slot-reuse",
     }
     named = plan_audit(AuditConfig(scenarios=library_names()), Path.cwd())
     assert all(p.plans for p in named)

@@ -37,7 +37,7 @@ from specseed.engine_adapters.trtllm.tap_trace import calls_to_json
 from specseed.taps.flashinfer_tap import FlashinferTap
 
 K = 2
-SPAN = 1024  # specseed's assumed _RNG_SLOT_SPAN (contracts.TRTLLM_RNG_SLOT_SPAN)
+SPAN = 32  # _RNG_SLOT_SPAN in tensorrt_llm/_torch/speculative/interface.py at 8de196e3
 VOCAB = 32
 # (request id, seed, iterations, first call it appears in); all sampled at temperature 1
 REQUESTS = [("a", 7, 3, 0), ("b", 11, 4, 0), ("c", (1 << 63) + 5, 3, 1)]

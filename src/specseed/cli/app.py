@@ -16,7 +16,7 @@ from specseed.cli import bundle, rng, scenarios
 from specseed.cli.audit import AUDIT_HELP, audit
 from specseed.cli.checkpoint import make_checkpoint
 from specseed.cli.doctor import doctor
-from specseed.cli.misc import checks, engines, init, schema
+from specseed.cli.misc import checks, contracts, engines, init, schema
 from specseed.cli.serve import SERVE_HELP, serve
 
 app = typer.Typer(
@@ -61,6 +61,7 @@ app.command("serve", help=SERVE_HELP)(serve)
 app.add_typer(scenarios.app, name="scenarios")
 app.command("schema")(schema)
 app.command("checks")(checks)
+app.command("contracts")(contracts)
 app.command("engines")(engines)
 app.command("doctor")(doctor)
 app.command("make-checkpoint")(make_checkpoint)

@@ -1,4 +1,4 @@
-"""Small commands: ``init``, ``schema``, ``checks``."""
+"""Small commands: ``init``, ``schema``, ``checks``, ``contracts``, ``engines``."""
 
 from __future__ import annotations
 
@@ -103,6 +103,34 @@ def checks() -> None:
         "[dim]needs: the evidence a check reads; where an engine does not expose it, the "
         "check is reported as skip with the reason.[/]"
     )
+
+
+def contracts() -> None:
+    """List every RNG contract: what it says, the upstream commits it models and the
+    upstream tests it was held to.
+
+    Contracts from other packages appear through the `specseed.contracts` entry point group.
+    """
+    from specseed.core.contracts import all_contracts
+
+    # One block per contract, like `checks`: commit hashes and test paths do not fit a table.
+    for contract in all_contracts().values():
+        head = Text(contract.name, style="bold")
+        if contract.aliases:
+            head.append(" · aliases: " + ", ".join(contract.aliases), style="dim")
+        out.print(head)
+        lines = [contract.summary]
+        if contract.upstream_commits:
+            lines.append("upstream: " + ", ".join(contract.upstream_commits))
+        if contract.held_to:
+            lines.append("held to: " + "; ".join(contract.held_to))
+        if contract.subsequence_rule:
+            lines.append("subsequence: " + contract.subsequence_rule)
+        limits = ", ".join(limitation.defect for limitation in contract.limitations)
+        lines.append("limitations: " + (limits or "none"))
+        for line in lines:
+            out.print(Padding(Text(line), (0, 0, 0, 4)))
+        out.print()
 
 
 def engines() -> None:

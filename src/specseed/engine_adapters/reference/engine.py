@@ -368,7 +368,9 @@ class _EngineRun:
         if "overlap-window-reuse" in self.defects:
             # The buggy engine reads the counter that moves when results are applied.
             rng_iter = request.applied_iters
-        window = self.rng.take_window(request.request_seed)
+        # Warmup requests stand for TensorRT-LLM's dummies, which hold no sequence slot.
+        slot = None if self.phase == "warmup" else request.slot
+        window = self.rng.take_window(request.request_seed, slot)
         return _Row(
             request, row, decoding_iter, rng_iter, prefill=decoding_iter == 0, rng_window=window
         )

@@ -56,8 +56,8 @@ class EventRequest:
     kind: EventKind
     index: int
     shared_window: int | None = None
-    """The window this row took from the counter shared by unseeded requests (None: the
-    window is the row's own iteration)."""
+    """The window this row took from a counter (the one shared by unseeded requests, or its
+    sequence slot's; see ``RngAssigner.take_window``). None: the row's own iteration."""
 
 
 @dataclass(frozen=True)
@@ -73,20 +73,29 @@ class AssignedState:
 class RngAssigner:
     """Engine-side RNG bookkeeping for one engine lifetime (one run)."""
 
-    def __init__(self, contract: RngContract, defects: Sequence[str], max_draft_len: int) -> None:
+    def __init__(
+        self,
+        contract: RngContract,
+        defects: Sequence[str],
+        max_draft_len: int,
+        max_total_draft_tokens: int | None = None,
+    ) -> None:
         if contract.offsets != "window":
             # The reference engine draws from Philox windows; a per-request stateful
             # generator (vLLM's layout) is a different machine, not a profile of this one.
             raise EngineError(
                 f"the reference engine cannot follow contract {contract.name!r}",
-                hint="its rng_profile must be a Philox window layout (ideal, trtllm-pr17599)",
+                hint="its rng_profile must be a Philox window layout (ideal, trtllm-*)",
             )
         self.contract = contract
         self.defects = frozenset(defects)
         self.max_draft_len = max_draft_len
+        self.max_total_draft_tokens = max_total_draft_tokens
+        """A tree drafter's budget (None: linear): sizes the slot-span layouts' target slots."""
         self._engine_counter = 0
         self._unseeded_count = 0
         self._shared_windows = 0
+        self._slot_windows: dict[int | None, int] = {}
         stride = 1 if "draw-overlap" in self.defects else contract.slot_stride
         self._layout = replace(contract, slot_stride=stride)
 
@@ -100,18 +109,28 @@ class RngAssigner:
         self._unseeded_count += 1
         return seed
 
-    def take_window(self, request_seed: int | None) -> int | None:
-        """The shared-counter window of an unseeded request's row in a forward pass about to
-        run (None where the contract counts the request's own iterations). Called once per
-        scheduled row in batch order, warmup and discarded overlap rows included, as
-        TensorRT-LLM hands a window to every request of every forward pass."""
-        if request_seed is not None or self.contract.unseeded_offsets != "shared-counter":
-            return None
-        if "unseeded-shared-stream" in self.defects:
-            return None
-        window = self._shared_windows
-        self._shared_windows += 1
-        return window
+    def take_window(self, request_seed: int | None, slot: int | None = None) -> int | None:
+        """The counter window of a request's row in a forward pass about to run (None where
+        the contract counts the request's own iterations). Called once per scheduled row in
+        batch order, warmup and discarded overlap rows included, as TensorRT-LLM hands a
+        window to every request of every forward pass.
+
+        Unseeded requests under a shared-counter contract take the next window of the one
+        shared counter; under a per-slot counter (``window_counter="slot"``) every request
+        takes its sequence slot's next window, which the slot's earlier requests advanced
+        (``slot`` None: a request without a slot, as warmup dummies, on their own counter).
+        """
+        if request_seed is None and self.contract.unseeded_offsets == "shared-counter":
+            if "unseeded-shared-stream" in self.defects:
+                return None
+            window = self._shared_windows
+            self._shared_windows += 1
+            return window
+        if self.contract.window_counter == "slot":
+            window = self._slot_windows.get(slot, 0)
+            self._slot_windows[slot] = window + 1
+            return window
+        return None
 
     def assign(self, rows: Sequence[EventRequest]) -> list[AssignedState]:
         """States for the rows of one kernel call, in kernel-row order."""
@@ -119,6 +138,7 @@ class RngAssigner:
         if "neighbor-unseeded" in self.defects:
             fallback = next((r.engine_seed for r in rows if r.request_seed is None), None)
         states = []
+        tree = self.max_total_draft_tokens
         for row in rows:
             if "engine-counter" in self.defects:
                 seed, offset = self._engine_counter, 0
@@ -130,16 +150,22 @@ class RngAssigner:
                     index = 0
                 if row.shared_window is None:
                     offset = self._layout.offset(
-                        row.decoding_iter, row.kind, index, self.max_draft_len
+                        row.decoding_iter, row.kind, index, self.max_draft_len, tree
                     )
                 else:
-                    offset = self._layout.unseeded_offset_base + self._layout.offset(
-                        row.shared_window, row.kind, index, self.max_draft_len
+                    shared = row.request_seed is None and (
+                        self._layout.unseeded_offsets == "shared-counter"
+                    )
+                    base = self._layout.unseeded_offset_base if shared else 0
+                    offset = base + self._layout.offset(
+                        row.shared_window, row.kind, index, self.max_draft_len, tree
                     )
                 if row.kind == "draft" and "accept-reuses-draft-draw" in self.defects:
                     # Draw i of the next iteration's accept kernel is draft step i's draw.
                     offset = (
-                        self._layout.offset(row.decoding_iter + 1, "accept", 0, self.max_draft_len)
+                        self._layout.offset(
+                            row.decoding_iter + 1, "accept", 0, self.max_draft_len, tree
+                        )
                         + index
                     )
             row_default = self.contract.row_subsequence or "row-subsequence" in self.defects

@@ -112,7 +112,10 @@ class TrtllmEngine(EngineAdapter):
 
         options = options_of(plan.settings, TrtllmOptions)
         return tap_observability(
-            plan.settings, options.cuda_graphs, (plan.prior_traffic, plan.requests)
+            plan.settings,
+            options.cuda_graphs,
+            (plan.prior_traffic, plan.requests),
+            tree=options.tree,
         )
 
     def environment(self) -> dict[str, str]:

@@ -12,7 +12,10 @@ Every name below was checked against TensorRT-LLM's source as stored in the sear
   ``speculative_model`` (``speculative_model_dir`` in releases before it) and
   ``use_rejection_sampling`` (one-model paths; all-greedy batches always take argmax);
   ``EagleDecodingConfig`` fields ``eagle3_one_model``, ``eagle3_layers_to_capture``
-  (``Optional[Set[int]]``); ``MTPDecodingConfig.num_nextn_predict_layers``.
+  (``Optional[Set[int]]``); ``MTPDecodingConfig.num_nextn_predict_layers``;
+  ``DecodingBaseConfig.max_total_draft_tokens`` (draft tokens in the tree; equals
+  ``max_draft_len`` for a linear chain) and the EAGLE3 tree fields ``eagle_choices``
+  (``Optional[List[List[int]]]``), ``use_dynamic_tree`` and ``dynamic_tree_max_topK``.
 - ``tensorrt_llm/sampling_params.py``: ``SamplingParams`` fields ``end_id``, ``max_tokens``,
   ``top_k`` (None: all logits), ``top_p``, ``seed``, ``temperature``, ``ignore_eos``,
   ``detokenize``.
@@ -105,7 +108,29 @@ def _speculative(settings: EngineSettings, options: TrtllmOptions) -> Speculativ
     }
     if options.eagle3_layers_to_capture is not None:
         kwargs["eagle3_layers_to_capture"] = set(options.eagle3_layers_to_capture)
+    if options.max_total_draft_tokens is not None:
+        if options.max_total_draft_tokens < settings.max_draft_len:
+            raise ConfigurationError(
+                f"max_total_draft_tokens {options.max_total_draft_tokens} is below "
+                f"max_draft_len {settings.max_draft_len}: a tree holds at least one draft "
+                "token per layer"
+            )
+        kwargs["max_total_draft_tokens"] = options.max_total_draft_tokens
+    if options.eagle_choices is not None:
+        kwargs["eagle_choices"] = [list(path) for path in options.eagle_choices]
+    if options.use_dynamic_tree:
+        kwargs["use_dynamic_tree"] = True
+        if options.dynamic_tree_max_top_k is not None:
+            kwargs["dynamic_tree_max_topK"] = options.dynamic_tree_max_top_k
     return SpeculativeSpec("EagleDecodingConfig", kwargs)
+
+
+def tree_budget(settings: EngineSettings, options: TrtllmOptions) -> int | None:
+    """``max_total_draft_tokens`` of a tree drafter (None: linear drafting), the number the
+    slot-span RNG layouts size their target slots by (contracts ``max_total_draft_tokens``)."""
+    if settings.max_draft_len == 0 or not options.tree:
+        return None
+    return options.max_total_draft_tokens
 
 
 def sampling_kwargs(request: RequestPlan, options: TrtllmOptions) -> dict[str, object]:

@@ -70,9 +70,19 @@ def unattributable(requests: Sequence[RequestPlan]) -> list[str]:
 
 
 def tap_observability(
-    settings: EngineSettings, cuda_graphs: bool, phases: Iterable[Sequence[RequestPlan]]
+    settings: EngineSettings,
+    cuda_graphs: bool,
+    phases: Iterable[Sequence[RequestPlan]],
+    *,
+    tree: bool = False,
 ) -> Observability:
-    """What a TensorRT-LLM run with these settings and traffic lets the tap show."""
+    """What a TensorRT-LLM run with these settings and traffic lets the tap show.
+
+    ``tree``: EAGLE3 tree drafting. Its target rows (``max_total_draft_tokens + 1`` per
+    generation request, one slot each in the slot-span layouts) are tapped like a chain's,
+    but the checks predict offsets from ``max_draft_len`` alone, so rows are left untied
+    (skipped with the reason) rather than compared against a chain's layout.
+    """
     if cuda_graphs:
         return Observability(
             steps=False,
@@ -89,6 +99,16 @@ def tap_observability(
             logits=False,
             notes="max_draft_len 0: TensorRT-LLM samples outside the one-model speculative "
             "path the tap is built for; RNG state not observed",
+        )
+    if tree:
+        return Observability(
+            steps=False,
+            rng_state="philox",
+            drafts=False,
+            logits=False,
+            notes="tree drafting: the tap sees per-row seeds and offsets, but the checks "
+            "predict offsets for linear drafting, so rows are not tied to requests and "
+            "iterations (contracts.expected takes max_total_draft_tokens)",
         )
     if settings.verification == "rejection":
         return Observability(
