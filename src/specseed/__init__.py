@@ -10,3 +10,16 @@ import warnings
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
 
 __version__ = "0.1.0"
+
+_API = ("Report", "load_config", "server_config")
+"""Names of the public API (``specseed.api``) also reachable here, loaded on first use so that
+``import specseed`` stays light. The audit itself is ``specseed.api.audit``: the name
+``specseed.audit`` is the package that holds the ``Audit`` object."""
+
+
+def __getattr__(name: str) -> object:
+    if name in _API:
+        import specseed.api
+
+        return getattr(specseed.api, name)
+    raise AttributeError(f"module 'specseed' has no attribute {name!r}")
