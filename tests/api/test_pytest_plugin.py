@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tests.api.conftest import write_model
 
@@ -29,7 +29,9 @@ def test_each_scenario_is_an_item_and_a_defect_fails_only_its_scenario(
 ) -> None:
     model = write_model(pytester.path, defects=["row0-seed"])
     bundle = pytester.path / "kept"
-    result = pytester.runpytest(*PLUGIN, "--specseed", str(model), "--specseed-bundle", str(bundle), "-v")
+    result = pytester.runpytest(
+        *PLUGIN, "--specseed", str(model), "--specseed-bundle", str(bundle), "-v"
+    )
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         ["*specseed::small-position FAILED*", "*specseed::small-rerun PASSED*"]
@@ -51,7 +53,9 @@ def test_a_passing_audit_writes_no_bundle(pytester: pytest.Pytester) -> None:
 
 def test_scenario_and_check_options_narrow_the_audit(pytester: pytest.Pytester) -> None:
     model = write_model(pytester.path, defects=["row0-seed"])
-    only = pytester.runpytest(*PLUGIN, "--specseed", str(model), "--specseed-scenario", "small-rerun", "-v")
+    only = pytester.runpytest(
+        *PLUGIN, "--specseed", str(model), "--specseed-scenario", "small-rerun", "-v"
+    )
     only.assert_outcomes(passed=1)
     only.stdout.fnmatch_lines(["*specseed::small-rerun PASSED*"])
     assert "small-position" not in only.stdout.str()
@@ -74,6 +78,7 @@ def test_an_invalid_model_yaml_is_a_collection_error_with_the_problem(
 
 def test_the_fixture_audits_an_engine_the_test_built(pytester: pytest.Pytester) -> None:
     write_model(pytester.path)
+    write_model(pytester.path, defects=["row0-seed"], name="broken.yaml")
     pytester.makepyfile(
         """
         import pytest
@@ -81,19 +86,18 @@ def test_the_fixture_audits_an_engine_the_test_built(pytester: pytest.Pytester) 
         from specseed.engine_adapters.reference.options import ReferenceOptions
         from specseed.run.execute import create_adapter
 
-        def engine(defects):
-            return create_adapter(
-                EngineSettings(name="reference", options=ReferenceOptions(defects=defects))
-            )
+        def engine():
+            return create_adapter(EngineSettings(name="reference", options=ReferenceOptions()))
 
         @pytest.mark.specseed(scenarios=["small-position"])
         def test_clean(specseed_audit):
-            report = specseed_audit("model.yaml", engine=engine([]))
+            report = specseed_audit("model.yaml", engine=engine())
             assert [s.scenario.name for s in report.scenarios] == ["small-position"]
 
         @pytest.mark.specseed(scenarios=["small-position"])
         def test_broken(specseed_audit):
-            specseed_audit("model.yaml", engine=engine(["row0-seed"]))
+            # the plans carry model.yaml's settings (the defect); the test's engine serves them
+            specseed_audit("broken.yaml", engine=engine())
         """
     )
     result = pytester.runpytest(*PLUGIN, "--specseed-bundle", "kept")

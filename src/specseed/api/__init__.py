@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import io
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from specseed.checks.findings import Finding
     from specseed.engine_adapters.base import EngineAdapter
     from specseed.reporting.causes import RootCause
-    from specseed.run.results import AuditEvent, AuditResult, ScenarioResult
+    from specseed.run.results import AuditResult, ScenarioResult
     from specseed.scenarios.schema import AuditConfig
 
 Source = Union[str, Path, "AuditConfig", Mapping[str, Any], None]
@@ -185,11 +185,10 @@ def load_config(source: Source = None) -> AuditConfig:
 
 def server_config(base_url: str, model: str | None = None, **options: Any) -> AuditConfig:
     """The ``AuditConfig`` of a running OpenAI-compatible server (engine ``openai``)."""
-    from specseed.scenarios.schema import AuditConfig, EngineConfig
+    from specseed.scenarios.schema import AuditConfig
 
-    return AuditConfig(
-        engine=EngineConfig(name="openai", options={"base_url": base_url, "model": model, **options})
-    )
+    engine = {"name": "openai", "options": {"base_url": base_url, "model": model, **options}}
+    return AuditConfig.model_validate({"engine": engine})
 
 
 def _is_vllm_llm(engine: object) -> bool:
@@ -228,8 +227,9 @@ def audit(
     """Run one audit and return its :class:`Report`.
 
     ``source``: a model.yaml path, an ``AuditConfig`` or its dict, or None (reference engine,
-    built-in library). ``engine``: an adapter object to run on (instead of loading the one
-    the config names; its settings come from the adapter), or a server URL (the config's
+    built-in library). ``engine``: an adapter object to run on instead of loading the
+    one the config names (each run's settings still come from the config's plans, which the
+    adapter serves), or a server URL (the config's
     engine becomes ``openai`` at that URL). ``scenarios``: only these, by name. ``checks``:
     only these check ids (the others are reported as skip). ``bundle``, ``json``, ``junit``:
     files to write, as the CLI's flags. ``terminal``: print the Rich report. ``on_event``:
@@ -247,9 +247,15 @@ def audit(
     if isinstance(engine, str):
         if source is not None:
             base = load_config(source)
-            opts = {**base.engine.options, "base_url": engine} if base.engine.name == "openai" else {"base_url": engine}
+            opts = (
+                {**base.engine.options, "base_url": engine}
+                if base.engine.name == "openai"
+                else {"base_url": engine}
+            )
             config = base.model_copy(
-                update={"engine": base.engine.model_copy(update={"name": "openai", "options": opts})}
+                update={
+                    "engine": base.engine.model_copy(update={"name": "openai", "options": opts})
+                }
             )
             config = load_config(config.model_dump(mode="json"))
         else:

@@ -274,4 +274,3 @@ def specseed_audit(request: pytest.FixtureRequest, tmp_path: Path) -> SpecseedAu
     scenarios = scenarios or list(request.config.getoption("--specseed-scenario"))
     checks = checks or list(request.config.getoption("--specseed-check"))
     return SpecseedAudit(scenarios, checks, _bundle_dir(request.config), tmp_path)
-
