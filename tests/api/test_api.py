@@ -65,7 +65,11 @@ def test_a_server_url_audits_engine_openai(tmp_path: Path) -> None:
     )
     # nothing listens on port 1: the engine cannot run (exit 3 in the CLI)
     with pytest.raises(EngineError, match=r"127\.0\.0\.1:1"):
-        api.audit(engine="http://127.0.0.1:1", scenarios=["reproducibility"])
+        api.audit(
+            api.server_config("http://127.0.0.1:9", retries=0),
+            engine="http://127.0.0.1:1",  # the URL given wins over the config's
+            scenarios=["reproducibility"],
+        )
 
 
 def test_the_package_reexports_the_api_lazily() -> None:
