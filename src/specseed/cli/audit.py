@@ -134,6 +134,7 @@ def audit(
             json=json_path,
             junit=junit_path,
             bundle=bundle_dir or trace_dir,
+            bundle_flag="--bundle" if bundle_dir is not None else "--trace-dir",
             terminal=True,
             progress=not no_progress,
             summary=summary,

@@ -1,0 +1,50 @@
+"""Rough edges a new user hit, each held: messages that name what the user typed, headers that
+name the command, short lists, hints that say what to do first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from specseed.cli.app import app
+from specseed.traces.folder import TraceDir
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def test_a_busy_bundle_folder_names_the_flag_the_user_typed(tmp_path: Path) -> None:
+    folder = tmp_path / "bundle"
+    holder = TraceDir(folder)
+    holder.lock()  # flock: a second open file of the same folder's lock is refused
+    try:
+        for flag in ("--bundle", "--trace-dir"):
+            code, out = invoke("audit", "--scenario", "distinct-seeds", flag, str(folder))
+            text = " ".join(out.split())
+            assert code == 2, out
+            assert f"its own {flag}" in text
+            other = "--trace-dir" if flag == "--bundle" else "--bundle"
+            assert other not in text
+    finally:
+        holder.release()
+
+
+def test_check_names_itself_and_summary_counts_the_skips(tmp_path: Path) -> None:
+    import specseed.api as api
+
+    bundle = tmp_path / "b"
+    report = api.audit(scenarios=["batch-position"], checks=["rng-contract"], bundle=bundle)
+    skips = sum(f.status == "skip" for f in report.findings)
+    assert skips > 1
+    code, full = invoke("check", str(bundle))
+    assert code == 0, full
+    assert full.startswith("specseed check: engine reference")
+    assert "Skipped (not judged, not passed):" in full
+    code, summary = invoke("check", str(bundle), "--summary")
+    assert code == 0, summary
+    assert f"Skipped (not judged, not passed): {skips} findings for" in " ".join(summary.split())
+    assert "position-invariance (batch-position)" not in summary  # no list of the skips
+    assert "position-invariance (batch-position)" in full
