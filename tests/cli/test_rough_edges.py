@@ -48,3 +48,25 @@ def test_check_names_itself_and_summary_counts_the_skips(tmp_path: Path) -> None
     assert f"Skipped (not judged, not passed): {skips} findings for" in " ".join(summary.split())
     assert "position-invariance (batch-position)" not in summary  # no list of the skips
     assert "position-invariance (batch-position)" in full
+
+
+COMMANDS = [
+    ["audit"], ["check"], ["report"], ["diff"], ["replay"], ["minimize"], ["init"], ["serve"],
+    ["scenarios", "list"], ["schema"], ["doctor"], ["make-checkpoint"],
+]  # fmt: skip
+
+
+def test_help_shows_no_bool_placeholder_and_wraps_paragraphs() -> None:
+    from specseed.cli.app import reflow
+
+    for command in COMMANDS:
+        result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "80"})
+        assert result.exit_code == 0, result.output
+        assert "<bool>" not in result.output, command
+    # a paragraph broken by hand in the source becomes one line; examples keep their lines
+    assert reflow("One two\nthree.\n\n  specseed a\n  specseed b\n") == (
+        "One two three.\n\n  specseed a\n  specseed b"
+    )
+    _, out = invoke("audit", "--help")
+    assert "the whole built-in scenario library" in " ".join(out.split())
+    assert "whole built-in \n" not in out
