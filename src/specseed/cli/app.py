@@ -36,7 +36,7 @@ def _flags_show_no_placeholder() -> None:
         return shown(self, ctx)
 
     display_type_rich._specseed = True  # type: ignore[attr-defined]
-    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign,assignment]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
 
 
 _flags_show_no_placeholder()
