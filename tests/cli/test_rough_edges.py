@@ -70,3 +70,17 @@ def test_help_shows_no_bool_placeholder_and_wraps_paragraphs() -> None:
     _, out = invoke("audit", "--help")
     assert "the whole built-in scenario library" in " ".join(out.split())
     assert "whole built-in \n" not in out
+
+
+def test_scenarios_list_is_short_at_80_columns_and_keeps_ids_whole() -> None:
+    from specseed.scenarios.loader import library_names, load_library_scenario
+
+    result = CliRunner().invoke(app, ["scenarios", "list"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert len(lines) <= 2 * len(library_names()) + 4, len(lines)
+    assert all(len(line) <= 80 for line in lines) and "…" not in result.output
+    words = {word for line in lines for word in line.split()}
+    for name in library_names():
+        scenario = load_library_scenario(name).scenario
+        assert name in words and set(scenario.covers) <= words, name
