@@ -84,3 +84,20 @@ def test_scenarios_list_is_short_at_80_columns_and_keeps_ids_whole() -> None:
     for name in library_names():
         scenario = load_library_scenario(name).scenario
         assert name in words and set(scenario.covers) <= words, name
+
+
+def test_init_for_a_server_says_what_to_fill_in_first(tmp_path: Path) -> None:
+    from specseed.api import load_config
+
+    path = tmp_path / "oa.yaml"
+    code, out = invoke("init", str(path), "--engine", "openai")
+    text = " ".join(out.split())
+    assert code == 0, out
+    assert "fill in engine.options.base_url (now <base_url>), then run: specseed audit" in text
+    # as written the file does not validate; with the placeholder filled in, it does
+    code, _ = invoke("scenarios", "validate", str(path))
+    assert code == 2
+    path.write_text(path.read_text().replace("<base_url>", "http://127.0.0.1:8000"))
+    assert load_config(path).engine.options["base_url"] == "http://127.0.0.1:8000"
+    code, out = invoke("init", str(tmp_path / "ref.yaml"))
+    assert code == 0 and "fill in" not in out
