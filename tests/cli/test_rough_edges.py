@@ -101,3 +101,29 @@ def test_init_for_a_server_says_what_to_fill_in_first(tmp_path: Path) -> None:
     assert load_config(path).engine.options["base_url"] == "http://127.0.0.1:8000"
     code, out = invoke("init", str(tmp_path / "ref.yaml"))
     assert code == 0 and "fill in" not in out
+
+
+def test_a_scenario_file_given_as_model_yaml_is_audited_on_the_default_engine(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    import specseed.api as api
+    from tests.api.conftest import SMALL_RERUN
+
+    scenario = tmp_path / "my-scenario.yaml"
+    scenario.write_text(SMALL_RERUN)
+    report = tmp_path / "r.json"
+    result = CliRunner().invoke(
+        app, ["audit", str(scenario), "--json", str(report), "--no-progress"]
+    )
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "is a scenario file, not a model.yaml: auditing it on the default engine" in said
+    assert "unknown key" not in said
+    data = json.loads(report.read_text())
+    assert {f["scenario"] for f in data["findings"]} == {"small-rerun"}
+    # the API does the same; a report onto the scenario file is still refused
+    assert [s.scenario.name for s in api.audit(scenario).scenarios] == ["small-rerun"]
+    code, out = invoke("audit", str(scenario), "--json", str(scenario))
+    assert code == 2 and "would overwrite an input" in " ".join(out.split())

@@ -243,23 +243,25 @@ def audit(
             "from the settings each run asks for",
             hint="give a model.yaml with engine.name: vllm, or a VllmEngine adapter",
         )
+    path = Path(source) if isinstance(source, (str, Path)) else None
+    model_yaml = path  # a model.yaml read from a file: an input no report may overwrite
+    if path is not None:
+        from specseed.scenarios.loader import scenario_given_as_model
+
+        scenario_only = scenario_given_as_model(path)
+        if scenario_only is not None:  # a scenario file: audited on the default engine
+            source, model_yaml = scenario_only, None
+    where = Path(base_dir) if base_dir is not None else (path.parent if path else None)
     adapter: EngineAdapter | None = None
     if isinstance(engine, str):
-        if source is not None:
-            base = load_config(source)
-            opts = (
-                {**base.engine.options, "base_url": engine}
-                if base.engine.name == "openai"
-                else {"base_url": engine}
-            )
-            config = base.model_copy(
-                update={
-                    "engine": base.engine.model_copy(update={"name": "openai", "options": opts})
-                }
-            )
-            config = load_config(config.model_dump(mode="json"))
-        else:
-            config = server_config(engine)
+        base = load_config(source)
+        opts = (
+            {**base.engine.options, "base_url": engine}
+            if base.engine.name == "openai"
+            else {"base_url": engine}
+        )
+        engine_section = {**base.engine.model_dump(mode="json"), "name": "openai", "options": opts}
+        config = load_config({**base.model_dump(mode="json"), "engine": engine_section})
     else:
         config = load_config(source)
         if engine is not None:
@@ -279,19 +281,17 @@ def audit(
         terminal=terminal,
         progress=False,
         scenarios=tuple(scenarios),
-        argv=("audit", str(source)) if isinstance(source, (str, Path)) else ("audit",),
+        argv=("audit", str(path)) if path is not None else ("audit",),
     )
-    model_yaml = Path(source) if isinstance(source, (str, Path)) else None
-    if model_yaml is not None and not checks and not isinstance(engine, str):
-        runner = Audit.from_model_yaml(model_yaml, outputs, adapter=adapter, on_event=on_event)
-    else:
-        where = Path(base_dir) if base_dir is not None else None
-        if where is None and model_yaml is not None:
-            where = model_yaml.parent
-        source_name = str(model_yaml) if model_yaml is not None else "(python)"
-        runner = Audit.from_config(
-            config, where, outputs, source=source_name, adapter=adapter, on_event=on_event
-        )
+    runner = Audit.from_config(
+        config,
+        where,
+        outputs,
+        source=str(path) if path is not None else "(python)",
+        adapter=adapter,
+        on_event=on_event,
+    )
+    runner.model_yaml = model_yaml
     outcome = runner.run()
     return Report(outcome.result, outcome.exit_code, outputs.bundle)
 

@@ -415,6 +415,27 @@ def is_audit_config(text: str, source: str) -> bool:
     return isinstance(data, dict) and bool({"engine", "scenarios", "checks"} & set(data))
 
 
+SCENARIO_KEYS = frozenset({"name", "requests", "runs"})
+"""Top-level keys that only a scenario file has (model.yaml has engine, scenarios, checks)."""
+
+
+def scenario_given_as_model(path: Path) -> AuditConfig | None:
+    """For a scenario file given where a model.yaml is expected: the audit of that scenario
+    on the default engine (the scenario's own errors come when it is planned). None for
+    anything else, which then validates as a model.yaml."""
+    try:
+        data, _ = _parse_yaml(read_source(path), str(path))
+    except ScenarioError:
+        return None
+    if not isinstance(data, dict) or not SCENARIO_KEYS & set(data) or is_model_keys(data):
+        return None
+    return AuditConfig(scenarios=[path.name])
+
+
+def is_model_keys(data: dict[Any, Any]) -> bool:
+    return bool({"engine", "scenarios", "checks"} & set(data))
+
+
 def load_audit_config(path: Path, check_ids: Collection[str] = ()) -> AuditConfig:
     """Read and validate a model.yaml file (see ``parse_audit_config``)."""
     return parse_audit_config(read_source(path), str(path), check_ids)
