@@ -127,3 +127,25 @@ def test_a_scenario_file_given_as_model_yaml_is_audited_on_the_default_engine(
     assert [s.scenario.name for s in api.audit(scenario).scenarios] == ["small-rerun"]
     code, out = invoke("audit", str(scenario), "--json", str(scenario))
     assert code == 2 and "would overwrite an input" in " ".join(out.split())
+
+
+def test_field_and_reference_errors_are_reported_together(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        "name: bad\n"
+        "description: x\n"
+        "requests:\n"
+        "  a: {prompt: [1, 2], temperature: -1}\n"
+        "runs:\n"
+        "  - {name: one, requests: [a, b]}\n"
+        "  - {name: one, requests: [a]}\n"
+        "expect:\n"
+        "  - {check: run-to-run, runs: [one, two]}\n"
+    )
+    code, out = invoke("scenarios", "validate", str(path))
+    text = " ".join(out.split())
+    assert code == 2
+    assert "requests.a.temperature" in text  # the field error
+    assert "unknown request 'b'" in text and "is used twice" in text  # and the references
+    assert "unknown run 'two'" in text
+    assert "4 problems found" in text

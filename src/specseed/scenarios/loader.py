@@ -26,6 +26,7 @@ from specseed.scenarios.schema import (
     CrossReferenceError,
     EngineConfig,
     Scenario,
+    raw_cross_reference_problems,
 )
 
 BUILTIN = "builtin"
@@ -326,14 +327,21 @@ def _validate(
             where = f"{source}:{line}" if line else source
             problems.append(f"{where}: {_format_loc(prefix + loc)}: {message}")
 
+        crossed = False
         for error in exc.errors():
             loc = _clean_loc(tuple(error["loc"]))
             cause = error.get("ctx", {}).get("error")
             if isinstance(cause, CrossReferenceError):
+                crossed = True
                 for item_loc, message in cause.problems:
                     add(loc + item_loc, message)
             else:
                 add(loc, _describe(dict(error), model))
+        if model is Scenario and not crossed:
+            # A field error stops pydantic before the cross-references: find those in the
+            # raw YAML, so that one pass reports everything.
+            for item_loc, message in raw_cross_reference_problems(data):
+                add(item_loc, message)
         raise ScenarioError(f"{source} does not validate", problems) from None
 
 
