@@ -8,6 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from specseed.cli.app import app
+from specseed.scenarios.schema import Scenario
 from specseed.traces.folder import TraceDir
 
 
@@ -149,3 +150,29 @@ def test_field_and_reference_errors_are_reported_together(tmp_path: Path) -> Non
     assert "unknown request 'b'" in text and "is used twice" in text  # and the references
     assert "unknown run 'two'" in text
     assert "4 problems found" in text
+
+
+def test_a_minimal_scenario_describes_what_it_kept() -> None:
+    from specseed.bundle.minimize import Target, redescribed, scenario_yaml
+    from specseed.scenarios.loader import load_library_scenario, parse_scenario
+
+    original = load_library_scenario("batch-position").scenario
+    kept = original.model_dump(mode="json", exclude_unset=True)
+    kept["requests"] = {
+        "probe": kept["requests"]["probe"],
+        "filler-1": kept["requests"]["filler-1"],
+    }
+    kept["runs"] = [
+        {"name": "alone", "requests": ["probe"]},
+        {"name": "row-1", "requests": ["filler-1", "probe"]},
+    ]
+    kept["expect"] = [{"check": "position-invariance", "runs": ["alone", "row-1"]}]
+    target = Target("position-invariance", "row0-seed", comparison=True)
+    minimal = parse_scenario(
+        scenario_yaml(Scenario.model_validate(redescribed(kept, original, target))), "m"
+    )
+    assert "a greedy request" in original.description
+    assert "greedy" not in minimal.description
+    assert "rows 1 and 3" not in minimal.description
+    assert "2 requests (probe, filler-1) in 2 runs (alone, row-1)" in minimal.description
+    assert minimal.covers == ["row0-seed"] != original.covers
