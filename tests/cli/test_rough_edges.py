@@ -176,3 +176,28 @@ def test_a_minimal_scenario_describes_what_it_kept() -> None:
     assert "rows 1 and 3" not in minimal.description
     assert "2 requests (probe, filler-1) in 2 runs (alone, row-1)" in minimal.description
     assert minimal.covers == ["row0-seed"] != original.covers
+
+
+def test_every_command_writes_its_files_with_one_mode(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        bundle = tmp_path / "b"
+        code, out = invoke(
+            "audit", "--scenario", "distinct-seeds", "--no-progress", "--bundle", str(bundle),
+            "--json", str(tmp_path / "a.json"), "--junit", str(tmp_path / "a.xml"),
+        )  # fmt: skip
+        assert code == 0, out
+        assert invoke("check", str(bundle), "--json", str(tmp_path / "c.json"))[0] == 0
+        assert invoke("report", str(bundle), "--output", str(tmp_path / "issue.md"))[0] == 0
+        assert invoke("init", str(tmp_path / "m.yaml"))[0] == 0
+    finally:
+        os.umask(old)
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != ".specseed.lock"]
+    assert len(written) >= 8
+    modes = {
+        p.relative_to(tmp_path).as_posix(): oct(stat.S_IMODE(p.stat().st_mode)) for p in written
+    }
+    assert set(modes.values()) == {"0o644"}, modes
