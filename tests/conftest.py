@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+# pytester drives the pytest plugin's tests (tests/api); only a top-level conftest may name it.
+pytest_plugins = ["pytester"]
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     import torch

@@ -10,3 +10,18 @@ import warnings
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
 
 __version__ = "0.1.0"
+
+_API = ("Report", "load_config", "server_config")
+"""Names of the public API (``specseed.api``) also reachable here, loaded on first use so that
+``import specseed`` stays light. The audit itself is ``specseed.api.audit``: the name
+``specseed.audit`` is the package that holds the ``Audit`` object."""
+
+
+def __getattr__(name: str) -> object:
+    if name in _API:
+        # By name, on first use: the package's top is a facade over its top layer (api/),
+        # not a module of the data layer importing upwards (tests/test_architecture.py).
+        import importlib
+
+        return getattr(importlib.import_module("specseed.api"), name)
+    raise AttributeError(f"module 'specseed' has no attribute {name!r}")

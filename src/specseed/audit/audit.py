@@ -337,7 +337,7 @@ class Audit:
 
         # The folder's lock before the bundle's first file: a second audit on the same folder
         # stops here (exit 2) and tramples nothing.
-        folder = TraceDir(root)
+        folder = TraceDir(root, self.outputs.bundle_flag)
         folder.lock()
         try:
             bundle = BundleWriter(root)

@@ -34,6 +34,8 @@ class AuditOutputs:
     """The JUnit XML report."""
     bundle: Path | None = None
     """The bug-report bundle's folder, written as the audit goes (``specseed check`` reads it)."""
+    bundle_flag: str = "--bundle"
+    """The option that named ``bundle`` (``--bundle`` or ``--trace-dir``), for messages."""
     terminal: bool = False
     """The Rich report on stdout and the end's notes on stderr."""
     progress: bool = True

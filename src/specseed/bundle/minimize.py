@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from specseed.checks.findings import FAILING, Finding
 from specseed.core.errors import InputError, SpecseedError
+from specseed.core.wording import plural
 from specseed.engine_adapters.base import EngineAdapter, EngineSettings
 from specseed.plan.planning import base_settings, plan_scenario
 from specseed.run.execute import create_adapter, run_audit
@@ -373,12 +374,26 @@ def minimize(
             engine.close()
     return MinimizeResult(
         original=scenario,
-        minimal=Scenario.model_validate(current),
+        minimal=Scenario.model_validate(redescribed(current, scenario, target)),
         target=target,
         audits=audits,
         steps=tuple(steps),
         budget_spent=changed and audits >= max_audits,
     )
+
+
+def redescribed(minimal: ScenarioDict, original: Scenario, target: Target) -> ScenarioDict:
+    """The minimal scenario with a description and ``covers`` of its own: the original's
+    described requests and runs the reductions removed."""
+    requests = list(minimal.get("requests", {}))
+    runs = [run["name"] for run in minimal.get("runs", [])]
+    description = (
+        f"Minimized from {original.name}: {target.describe()} still fails with "
+        f"{plural(len(requests), 'request')} ({', '.join(requests)}) in "
+        f"{plural(len(runs), 'run')} ({', '.join(runs)})."
+    )
+    covers = [target.defect] if target.defect is not None else []
+    return {**minimal, "description": description, "covers": covers}
 
 
 def _clearest(failing: list[Finding]) -> Finding:

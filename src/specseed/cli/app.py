@@ -7,7 +7,7 @@ torch, so that ``specseed --help`` and scenario validation stay fast.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -18,6 +18,28 @@ from specseed.cli.checkpoint import make_checkpoint
 from specseed.cli.doctor import doctor
 from specseed.cli.misc import checks, contracts, engines, init, schema
 from specseed.cli.serve import SERVE_HELP, serve
+
+
+def _flags_show_no_placeholder() -> None:
+    """An on/off flag takes no value, so its help row shows none. Typer writes ``<bool>``
+    for every flag, ``--help`` included, unless each one sets a metavar; this does it once
+    for all of them (an option with its own metavar keeps it)."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "_specseed", False):
+        return
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        if self.is_flag and self.metavar is None:
+            return None
+        return shown(self, ctx)
+
+    display_type_rich._specseed = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_show_no_placeholder()
 
 app = typer.Typer(
     name="specseed",
@@ -66,6 +88,36 @@ app.command("engines")(engines)
 app.command("doctor")(doctor)
 app.command("make-checkpoint")(make_checkpoint)
 app.add_typer(rng.app, name="rng", help="Inspect curand Philox streams (seed, subsequence, offset)")
+
+
+def reflow(text: str) -> str:
+    """A help text's paragraphs as single lines, so the terminal wraps them at its width:
+    the docstrings are broken at 96 columns for the source, which at 80 columns left a word
+    or two alone on every other line. Indented lines (examples) and short lines that end a
+    heading stay as written."""
+    import inspect
+
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    out = []
+    for paragraph in paragraphs:
+        lines = paragraph.splitlines()
+        if len(lines) > 1 and not any(line.startswith((" ", "\t", "-", "*")) for line in lines):
+            paragraph = " ".join(line.strip() for line in lines)
+        out.append(paragraph)
+    return "\n\n".join(out)
+
+
+def _reflow_help(group: typer.Typer) -> None:
+    for info in group.registered_commands:
+        text = info.help or (info.callback.__doc__ if info.callback is not None else None)
+        if text:
+            info.help = reflow(text)
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _reflow_help(sub.typer_instance)
+
+
+_reflow_help(app)
 
 
 def main() -> None:

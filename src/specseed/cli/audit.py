@@ -134,6 +134,7 @@ def audit(
             json=json_path,
             junit=junit_path,
             bundle=bundle_dir or trace_dir,
+            bundle_flag="--bundle" if bundle_dir is not None else "--trace-dir",
             terminal=True,
             progress=not no_progress,
             summary=summary,
@@ -142,7 +143,20 @@ def audit(
             jobs=jobs,
             argv=tuple(sys.argv[1:]) or ("audit",),
         )
-        if model_yaml is not None:
+        from specseed.scenarios.loader import scenario_given_as_model
+
+        scenario_only = scenario_given_as_model(model_yaml) if model_yaml is not None else None
+        if model_yaml is not None and scenario_only is not None:
+            from rich.console import Console
+
+            Console(stderr=True, soft_wrap=True).print(
+                f"{model_yaml} is a scenario file, not a model.yaml: auditing it on the "
+                "default engine (reference)"
+            )
+            runner = Audit.from_config(
+                scenario_only, model_yaml.parent, outputs, source=str(model_yaml)
+            )
+        elif model_yaml is not None:
             runner = Audit.from_model_yaml(model_yaml, outputs)
         else:
             runner = Audit.from_config(outputs=outputs)

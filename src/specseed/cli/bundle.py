@@ -87,7 +87,7 @@ def check(
         result = recheck(loaded, contract)
         exit_code = EXIT_VIOLATION if result.verdict == "fail" else EXIT_OK
         _notes(loaded.notes, console)
-        render_report(result, console, exit_code, summary=summary)
+        render_report(result, console, exit_code, summary=summary, command="check")
         if json_path is not None:
             _write_text(json_path, render_json(result, exit_code))
     raise typer.Exit(exit_code)
@@ -268,7 +268,7 @@ def replay(
         exit_code = EXIT_VIOLATION if result.audit.verdict == "fail" else EXIT_OK
         if writer is not None:
             writer.finish(result.audit, exit_code)
-        render_report(result.audit, out, exit_code, summary=True)
+        render_report(result.audit, out, exit_code, summary=True, command="replay")
         out.print()
         out.print("[bold]Replay against the recording[/] (A = recording, B = replay):")
         render_recording_diff(result.diff, out, show_all=show_all)

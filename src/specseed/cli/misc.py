@@ -51,7 +51,22 @@ def init(
             write_atomic(path, model_yaml_template(engine))
         except OSError as exc:
             raise InputError(f"cannot write {path}: {exc.strerror}") from None
-    out.print(f"wrote {path}; run: specseed audit {path}")
+    out.print(init_next_step(path, engine))
+
+
+def init_next_step(path: Path, engine: str) -> str:
+    """What to do after ``init``: the audit command, after the options the template leaves as
+    ``<name>`` placeholders (required options have no default) are filled in."""
+    from specseed.engine_adapters.registry import get_engine
+
+    model = get_engine(engine).options_model()
+    required = (
+        [n for n, f in model.model_fields.items() if f.is_required()] if model is not None else []
+    )
+    if not required:
+        return f"wrote {path}; run: specseed audit {path}"
+    fields = ", ".join(f"engine.options.{n} (now <{n}>)" for n in required)
+    return f"wrote {path}; fill in {fields}, then run: specseed audit {path}"
 
 
 def schema(

@@ -26,24 +26,30 @@ lines = Console(soft_wrap=True)
 
 @app.command("list")
 def list_scenarios() -> None:
-    """List the built-in scenario library."""
+    """List the built-in scenario library (the whole of one: specseed scenarios show NAME)."""
     from specseed.scenarios.loader import library_names, load_library_scenario
 
     with error_boundary():
-        table = Table(header_style="bold")
+        # Reads at 80 columns: one id per line (an id is never broken), no prose; `show`
+        # prints the description and everything else.
+        scenarios = [load_library_scenario(name).scenario for name in library_names()]
+        table = Table(header_style="bold", pad_edge=False, box=None, collapse_padding=True)
         table.add_column("name", no_wrap=True)
-        table.add_column("runs", justify="right")
-        table.add_column("covers", overflow="fold")
-        table.add_column("description")
-        for name in library_names():
-            scenario = load_library_scenario(name).scenario
+        table.add_column("runs", justify="right", no_wrap=True)
+        table.add_column("compares", no_wrap=True)
+        table.add_column("covers (defects)", no_wrap=True)
+        for scenario in scenarios:
+            compares = list(dict.fromkeys(e.check for e in scenario.expect))
+            if scenario.distribution is not None:
+                compares.append("distribution")
             table.add_row(
-                name,
+                scenario.name,
                 str(len(scenario.runs)),
-                ", ".join(scenario.covers) or "—",
-                " ".join(scenario.description.split()),
+                "\n".join(compares) or "-",
+                "\n".join(scenario.covers) or "-",
             )
         out.print(table)
+        out.print("[dim]specseed scenarios show NAME prints a scenario in full.[/]")
 
 
 @app.command("show")

@@ -458,9 +458,15 @@ def _option_defaults(engine: str) -> dict[str, object]:
 
 
 def render_report(
-    result: AuditResult, console: Console, exit_code: int, *, summary: bool = False
+    result: AuditResult,
+    console: Console,
+    exit_code: int,
+    *,
+    summary: bool = False,
+    command: str = "audit",
 ) -> None:
-    """Print the whole report (``summary``: the verdict table and root causes only)."""
+    """Print the whole report (``summary``: the verdict table and root causes only, and a
+    count of the skips). ``command``: the specseed command the header names."""
     engine = result.config.engine
     defaults = _option_defaults(engine.name)
     options = "".join(
@@ -469,7 +475,7 @@ def render_report(
         if value not in (None, [], "") and defaults.get(key, object()) != value
     )
     console.print(
-        f"[bold]specseed audit[/]: engine [bold]{engine.name}[/] on {engine.device}, "
+        f"[bold]specseed {command}[/]: engine [bold]{engine.name}[/] on {engine.device}, "
         f"contract [bold]{result.contract}[/]{escape(options)}, "
         f"max_draft_len {engine.max_draft_len}, {plural(len(result.scenarios), 'scenario')}, "
         f"{plural(sum(len(s.traces) for s in result.scenarios), 'run')} in {result.seconds:.1f}s"
@@ -506,7 +512,7 @@ def render_report(
             console.print(
                 f"  [yellow]{finding.check}[/]: {escape(finding.limitation or finding.message)}"
             )
-    _print_skips(result, console)
+    _print_skips(result, console, summary=summary)
     counts: dict[str, int] = defaultdict(int)
     for finding in result.findings:
         counts[finding.status] += 1
@@ -534,8 +540,9 @@ def _skip_reason(finding: Finding) -> str:
     return finding.message[len(prefix) :] if finding.message.startswith(prefix) else finding.message
 
 
-def _print_skips(result: AuditResult, console: Console) -> None:
-    """Why checks were skipped, one line per distinct reason: a skip is not a pass."""
+def _print_skips(result: AuditResult, console: Console, *, summary: bool = False) -> None:
+    """Why checks were skipped, one line per distinct reason: a skip is not a pass
+    (``summary``: how many, in one line)."""
     reasons: dict[tuple[str, str], list[str]] = defaultdict(list)
     for finding in result.findings:
         if finding.status == "skip":
@@ -543,6 +550,13 @@ def _print_skips(result: AuditResult, console: Console) -> None:
             if finding.scenario not in scenarios:
                 scenarios.append(finding.scenario)
     if not reasons:
+        return
+    if summary:
+        skips = sum(f.status == "skip" for f in result.findings)
+        console.print(
+            f"[bold]Skipped[/] (not judged, not passed): {plural(skips, 'finding')} for "
+            f"{plural(len(reasons), 'reason')}; the list is in the full report and --json"
+        )
         return
     console.print(Text("Skipped (not judged, not passed):", style="bold"))
     for (check, reason), scenarios in list(reasons.items())[:MAX_SKIP_LINES]:

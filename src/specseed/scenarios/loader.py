@@ -26,6 +26,7 @@ from specseed.scenarios.schema import (
     CrossReferenceError,
     EngineConfig,
     Scenario,
+    raw_cross_reference_problems,
 )
 
 BUILTIN = "builtin"
@@ -326,14 +327,21 @@ def _validate(
             where = f"{source}:{line}" if line else source
             problems.append(f"{where}: {_format_loc(prefix + loc)}: {message}")
 
+        crossed = False
         for error in exc.errors():
             loc = _clean_loc(tuple(error["loc"]))
             cause = error.get("ctx", {}).get("error")
             if isinstance(cause, CrossReferenceError):
+                crossed = True
                 for item_loc, message in cause.problems:
                     add(loc + item_loc, message)
             else:
                 add(loc, _describe(dict(error), model))
+        if model is Scenario and not crossed:
+            # A field error stops pydantic before the cross-references: find those in the
+            # raw YAML, so that one pass reports everything.
+            for item_loc, message in raw_cross_reference_problems(data):
+                add(item_loc, message)
         raise ScenarioError(f"{source} does not validate", problems) from None
 
 
@@ -413,6 +421,27 @@ def is_audit_config(text: str, source: str) -> bool:
     than a scenario. Raises ``ScenarioError`` when it is not valid YAML."""
     data, _ = _parse_yaml(text, source)
     return isinstance(data, dict) and bool({"engine", "scenarios", "checks"} & set(data))
+
+
+SCENARIO_KEYS = frozenset({"name", "requests", "runs"})
+"""Top-level keys that only a scenario file has (model.yaml has engine, scenarios, checks)."""
+
+
+def scenario_given_as_model(path: Path) -> AuditConfig | None:
+    """For a scenario file given where a model.yaml is expected: the audit of that scenario
+    on the default engine (the scenario's own errors come when it is planned). None for
+    anything else, which then validates as a model.yaml."""
+    try:
+        data, _ = _parse_yaml(read_source(path), str(path))
+    except ScenarioError:
+        return None
+    if not isinstance(data, dict) or not SCENARIO_KEYS & set(data) or is_model_keys(data):
+        return None
+    return AuditConfig(scenarios=[path.name])
+
+
+def is_model_keys(data: dict[Any, Any]) -> bool:
+    return bool({"engine", "scenarios", "checks"} & set(data))
 
 
 def load_audit_config(path: Path, check_ids: Collection[str] = ()) -> AuditConfig:

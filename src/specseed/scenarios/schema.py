@@ -412,7 +412,51 @@ def _unknown(kind: str, name: str, known: list[str]) -> str:
     return f"unknown {kind} {name!r}. {fix}"
 
 
-def cross_reference_problems(scenario: Scenario) -> list[tuple[Loc, str]]:
+def raw_cross_reference_problems(data: Any) -> list[tuple[Loc, str]]:
+    """The cross-reference problems of a scenario file whose fields do not all validate,
+    read leniently from its parsed YAML, so that they are reported with the field errors
+    instead of after them. Entries too malformed to name anything are left to the field
+    errors."""
+    from types import SimpleNamespace
+
+    if not isinstance(data, dict):
+        return []
+
+    def names(value: Any) -> list[str]:
+        return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+    def items(value: Any) -> list[dict[str, Any]]:
+        return [v if isinstance(v, dict) else {} for v in value] if isinstance(value, list) else []
+
+    requests = data.get("requests")
+    runs = [
+        SimpleNamespace(name=r.get("name"), requests=names(r.get("requests")))
+        for r in items(data.get("runs"))
+    ]
+    expect = [
+        SimpleNamespace(
+            check=e.get("check"), runs=names(e.get("runs")), requests=names(e.get("requests"))
+        )
+        for e in items(data.get("expect"))
+    ]
+    spread = data.get("distribution")
+    distribution = (
+        SimpleNamespace(requests=names(spread.get("requests")))
+        if isinstance(spread, dict)
+        else None
+    )
+    view = SimpleNamespace(
+        requests=dict(requests) if isinstance(requests, dict) else {},
+        runs=runs,
+        expect=expect,
+        distribution=distribution,
+    )
+    if not isinstance(requests, dict):  # no request names to resolve against
+        return [p for p in cross_reference_problems(view) if "requests" not in p[0]]
+    return cross_reference_problems(view)
+
+
+def cross_reference_problems(scenario: Any) -> list[tuple[Loc, str]]:
     """Every run, request and expectation name that does not resolve, at its own field path."""
     problems: list[tuple[Loc, str]] = []
     request_names = list(scenario.requests)

@@ -2,7 +2,8 @@
 
 ``/v1/completions`` takes one prompt (text, or a list of token ids) with ``seed``,
 ``temperature``, ``top_k``, ``top_p`` and ``max_tokens``, and returns token ids in both
-dialects real servers use:
+dialects real servers use (``logprobs``, ``stop`` and a list of prompts are refused with a 400
+that says so, never ignored):
 
 - vLLM and SGLang: ``return_token_ids: true`` adds ``choices[].token_ids`` (and
   ``choices[].prompt_token_ids``);
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 INT64_MIN = -(1 << 63)
 UINT64_MAX = (1 << 64) - 1
@@ -53,6 +54,40 @@ class CompletionRequest(BaseModel):
     detokenize: bool = Field(
         True, description="trtllm-serve dialect: false adds choices[].token_ids."
     )
+    logprobs: Any = Field(
+        None, description="Not served: send null or leave it out (a 400 otherwise)."
+    )
+    stop: Any = Field(None, description="Not served: send null or leave it out (a 400 otherwise).")
+
+    # Fields this server does not serve are refused by name rather than ignored: a client
+    # that asked for log-probabilities or stop sequences would read an answer without them
+    # (or with tokens past a stop) as if they had been applied.
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _one_prompt(cls, value: Any) -> Any:
+        if isinstance(value, list) and any(isinstance(v, (str, list)) for v in value):
+            raise ValueError(
+                f"a list of {len(value)} prompts is not served: send one prompt (text or a "
+                "list of token ids) per request"
+            )
+        return value
+
+    @field_validator("logprobs")
+    @classmethod
+    def _no_logprobs(cls, value: Any) -> Any:
+        if value is not None and value is not False:
+            raise ValueError("log-probabilities are not served: send null or leave it out")
+        return None
+
+    @field_validator("stop")
+    @classmethod
+    def _no_stop(cls, value: Any) -> Any:
+        if value not in (None, [], ""):
+            raise ValueError(
+                "stop sequences are not served (every request runs to max_tokens): send null "
+                "or leave it out"
+            )
+        return None
 
 
 class CompletionChoice(BaseModel):

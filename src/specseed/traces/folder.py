@@ -29,8 +29,10 @@ except ImportError:  # pragma: no cover - Windows
 class TraceDir:
     """The folder traces stream into, locked for one audit at a time."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, flag: str = "--bundle") -> None:
         self.root = root
+        self.flag = flag
+        """The option the user gave the folder with, for the message when it is busy."""
         self._lock: IO[str] | None = None
 
     def __enter__(self) -> TraceDir:
@@ -58,7 +60,7 @@ class TraceDir:
                 handle.close()
                 raise TraceDirBusy(
                     f"the trace folder {self.root} is in use by another audit (pid {holder})",
-                    hint="give each audit its own --trace-dir, or wait for the other to end",
+                    hint=f"give each audit its own {self.flag}, or wait for the other to end",
                 ) from None
         with contextlib.suppress(OSError):  # the pid is a courtesy for the message above
             handle.seek(0)

@@ -259,3 +259,26 @@ def test_an_audit_sends_exactly_its_planned_requests(tmp_path: Path) -> None:
     # warmup burst of max_num_requests + 4 = 12. The dialect came from /openapi.json: no probe.
     assert served == 3 * 3 + 5 + 3 + 2 * 2 + 12
     assert elapsed < 60
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_refused_api_key_gets_the_api_key_hint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: int
+) -> None:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def refuse(request: Request) -> JSONResponse:
+        return JSONResponse({"error": {"message": "invalid api key"}}, status_code=status)
+
+    app = Starlette(routes=[Route("/v1/models", refuse)])
+    monkeypatch.setenv("SPECSEED_TEST_KEY", "sk-wrong")
+    with asgi_server(app) as url:
+        code, _, without = _audit(_model_yaml(tmp_path, url, ["uptime"]))
+        keyed = _model_yaml(tmp_path, url, ["uptime"], api_key_env="SPECSEED_TEST_KEY")
+        code_keyed, _, with_key = _audit(keyed)
+    assert code == code_keyed == 3
+    assert "start the server" not in without + with_key
+    assert "api_key_env" in without and "SPECSEED_TEST_KEY" in with_key, (without, with_key)

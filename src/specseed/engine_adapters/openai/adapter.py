@@ -33,6 +33,7 @@ from specseed.engine_adapters.openai.client import (
     CompletionClient,
     DialectDetection,
     HttpEngineError,
+    RequestRejected,
     ServerUnavailable,
     TokenIdDialect,
     detect_dialect,
@@ -140,8 +141,20 @@ class HttpAuditor:
         except HttpEngineError as exc:
             raise EngineError(
                 f"cannot audit {self.options.base_url}: {exc.message}",
-                hint="start the server first, or fix engine.options.base_url",
+                hint=self._connect_hint(exc),
             ) from None
+
+    def _connect_hint(self, exc: HttpEngineError) -> str:
+        """The server answered 401/403: it is up, and wants an API key (or another one)."""
+        if isinstance(exc, RequestRejected) and exc.status in (401, 403):
+            env = self.options.api_key_env
+            if env is None:
+                return (
+                    "the server wants an API key: put it in an environment variable and "
+                    "name that variable in engine.options.api_key_env"
+                )
+            return f"the server refused the API key in ${env} (engine.options.api_key_env)"
+        return "start the server first, or fix engine.options.base_url"
 
     async def _resolve_once(self, endpoint: Endpoint) -> ResolvedEndpoint:
         async with self.client(endpoint) as client:

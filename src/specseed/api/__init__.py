@@ -1,0 +1,311 @@
+"""specseed's public Python API: run an audit from Python and read, render or keep its result.
+
+Everything here is covered by semantic versioning (README, "Python API"); anything imported
+from another ``specseed`` module is internal and may change in any release.
+
+    import specseed.api as specseed
+
+    report = specseed.audit("model.yaml")               # a model.yaml
+    report = specseed.audit({"engine": {"name": "reference"}, "scenarios": ["batch-position"]})
+    report = specseed.audit(engine="http://127.0.0.1:8000")  # a running server (engine openai)
+    report = specseed.audit(config, engine=adapter)     # an adapter object the caller built
+    report.passed, report.exit_code, report.findings, report.root_causes
+    print(report.console()); report.json(); report.junit(); report.issue()
+
+:func:`audit` builds the same :class:`~specseed.audit.audit.Audit` object ``specseed audit``
+runs (``Audit.from_model_yaml`` / ``Audit.from_config``, then ``Audit.run``); there is no second
+path. It imports no torch until the audit runs. Errors are the typed ones of
+``specseed.core.errors``, re-exported here: ``ScenarioError`` (an invalid model.yaml, with
+file:line problems), ``InputError`` (a bad selection or output path), ``EngineError`` (the
+engine could not run).
+
+A ``vllm.LLM`` built by the caller is refused with the reason: an audit needs engines it
+constructs itself. Scenario runs change engine arguments (``max_num_requests``,
+``max_draft_len``, async scheduling) and a run with unseeded requests needs a fresh global
+generator, so the vLLM adapter builds each ``LLM`` from the settings and restarts it when they
+change; vLLM does not say which arguments an existing ``LLM`` was built with, and only one live
+``LLM`` per process is safe. Give a model.yaml with ``engine.name: vllm`` instead, or a
+``VllmEngine`` adapter object (``specseed.engine_adapters.vllm.engine``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Union
+
+from specseed.audit.outputs import AuditOutputs
+from specseed.core.errors import EngineError, InputError, ScenarioError, SpecseedError
+
+if TYPE_CHECKING:
+    from specseed.checks.findings import Finding
+    from specseed.engine_adapters.base import EngineAdapter
+    from specseed.reporting.causes import RootCause
+    from specseed.run.results import AuditResult, ScenarioResult
+    from specseed.scenarios.schema import AuditConfig
+
+Source = Union[str, Path, "AuditConfig", Mapping[str, Any], None]
+"""What :func:`audit` audits: a model.yaml path, an ``AuditConfig``, its dict form, or None
+(the reference engine on the built-in library)."""
+
+Engine = Union["EngineAdapter", str, None]
+"""An engine the caller has: an adapter object, or the URL of a running OpenAI-compatible
+server (``http://`` or ``https://``)."""
+
+
+@dataclass(frozen=True)
+class Report:
+    """The result of one audit, with its renderings. ``result`` is None when nothing ran (a
+    shard with no scenario)."""
+
+    result: AuditResult | None
+    exit_code: int
+    """0 pass, 1 violation, 4 nothing checked, 5 an output or evidence missing (README,
+    "Exit codes")."""
+    bundle: Path | None = None
+    """The bundle folder, when one was written."""
+
+    @property
+    def passed(self) -> bool:
+        """Exit 0: every check that ran held, and something was checked."""
+        return self.exit_code == 0
+
+    @property
+    def verdict(self) -> str:
+        """``pass`` or ``fail`` (``fail`` when any finding fails or errors)."""
+        return self.result.verdict if self.result is not None else "pass"
+
+    @property
+    def scenarios(self) -> tuple[ScenarioResult, ...]:
+        return self.result.scenarios if self.result is not None else ()
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Every finding, in planned order."""
+        return self.result.findings if self.result is not None else []
+
+    @property
+    def failures(self) -> list[Finding]:
+        """The findings that fail or error."""
+        return [f for f in self.findings if f.status in ("fail", "error")]
+
+    @property
+    def root_causes(self) -> list[RootCause]:
+        """The failures grouped by the defect they point at (``reporting.causes``)."""
+        from specseed.reporting.causes import root_causes
+
+        return root_causes(self.failures)
+
+    def scenario(self, name: str) -> Report:
+        """This report narrowed to one scenario (``KeyError`` if the audit did not run it)."""
+        if self.result is None:
+            raise KeyError(name)
+        chosen = tuple(s for s in self.result.scenarios if s.scenario.name == name)
+        if not chosen:
+            raise KeyError(name)
+        narrowed = dataclasses.replace(self.result, scenarios=chosen)
+        from specseed.audit.audit import exit_code
+
+        return Report(narrowed, exit_code(narrowed), self.bundle)
+
+    def console(self, *, width: int = 100, summary: bool = False, color: bool = False) -> str:
+        """The terminal report as text (``specseed audit``'s stdout)."""
+        from rich.console import Console
+
+        from specseed.reporting.console import render_report
+
+        if self.result is None:
+            return "nothing ran\n"
+        buffer = io.StringIO()
+        console = Console(
+            file=buffer, width=width, force_terminal=color, no_color=not color, highlight=False
+        )
+        render_report(self.result, console, self.exit_code, summary=summary)
+        return buffer.getvalue()
+
+    def json(self) -> str:
+        """The JSON report (``--json``)."""
+        from specseed.reporting.json_report import render_json
+
+        return render_json(self._need_result(), self.exit_code)
+
+    def junit(self) -> str:
+        """The JUnit XML report (``--junit``)."""
+        from specseed.reporting.junit import render_junit
+
+        return render_junit(self._need_result())
+
+    def issue(self) -> str:
+        """The issue body in Markdown (``specseed report --format issue``); needs the bundle
+        (``audit(..., bundle=DIR)``), whose traces and environment it cites."""
+        if self.bundle is None:
+            raise InputError(
+                "the issue body is written from a bundle", hint="run audit(..., bundle=DIR)"
+            )
+        from specseed.bundle.format import read_bundle
+        from specseed.reporting.issue import build_issue, render_markdown
+
+        return render_markdown(build_issue(read_bundle(self.bundle)))
+
+    def _need_result(self) -> AuditResult:
+        if self.result is None:
+            raise InputError("nothing ran: the audit has no result to render")
+        return self.result
+
+
+def load_config(source: Source = None) -> AuditConfig:
+    """An ``AuditConfig`` from a model.yaml path, a dict or an ``AuditConfig`` (None: the
+    default). Raises ``ScenarioError`` with every problem found."""
+    from specseed.scenarios.schema import AuditConfig
+
+    if source is None:
+        return AuditConfig()
+    if isinstance(source, AuditConfig):
+        return source
+    if isinstance(source, (str, Path)):
+        from specseed.checks import CHECKS
+        from specseed.scenarios.loader import load_audit_config
+
+        return load_audit_config(Path(source), check_ids=CHECKS)
+    if isinstance(source, Mapping):
+        from pydantic import ValidationError
+
+        try:
+            return AuditConfig.model_validate(dict(source))
+        except ValidationError as exc:
+            problems = [
+                f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors()
+            ]
+            raise ScenarioError("the audit config does not validate", problems=problems) from None
+    raise InputError(f"cannot audit a {type(source).__name__}: give a path, a dict or AuditConfig")
+
+
+def server_config(base_url: str, model: str | None = None, **options: Any) -> AuditConfig:
+    """The ``AuditConfig`` of a running OpenAI-compatible server (engine ``openai``)."""
+    from specseed.scenarios.schema import AuditConfig
+
+    engine = {"name": "openai", "options": {"base_url": base_url, "model": model, **options}}
+    return AuditConfig.model_validate({"engine": engine})
+
+
+def _is_vllm_llm(engine: object) -> bool:
+    module = type(engine).__module__ or ""
+    return module.split(".")[0] == "vllm"
+
+
+def _narrow(config: AuditConfig, checks: Sequence[str]) -> AuditConfig:
+    """Only ``checks`` run: every other registered check is skipped (reported as skip)."""
+    if not checks:
+        return config
+    from specseed.checks import CHECKS
+
+    unknown = [c for c in checks if c not in CHECKS]
+    if unknown:
+        raise InputError(
+            f"unknown check {', '.join(unknown)}", hint=f"known: {', '.join(sorted(CHECKS))}"
+        )
+    skip = sorted({*config.checks.skip, *(c for c in CHECKS if c not in checks)})
+    return config.model_copy(update={"checks": config.checks.model_copy(update={"skip": skip})})
+
+
+def audit(
+    source: Source = None,
+    *,
+    engine: Engine = None,
+    scenarios: Sequence[str] = (),
+    checks: Sequence[str] = (),
+    bundle: str | Path | None = None,
+    json: str | Path | None = None,
+    junit: str | Path | None = None,
+    terminal: bool = False,
+    base_dir: str | Path | None = None,
+    on_event: Any = None,
+) -> Report:
+    """Run one audit and return its :class:`Report`.
+
+    ``source``: a model.yaml path, an ``AuditConfig`` or its dict, or None (reference engine,
+    built-in library). ``engine``: an adapter object to run on instead of loading the
+    one the config names (each run's settings still come from the config's plans, which the
+    adapter serves), or a server URL (the config's
+    engine becomes ``openai`` at that URL). ``scenarios``: only these, by name. ``checks``:
+    only these check ids (the others are reported as skip). ``bundle``, ``json``, ``junit``:
+    files to write, as the CLI's flags. ``terminal``: print the Rich report. ``on_event``:
+    called with every ``AuditEvent``, the last being ``AuditFinished``.
+    """
+    from specseed.audit.audit import Audit
+
+    if engine is not None and _is_vllm_llm(engine):
+        raise InputError(
+            "an existing vllm.LLM cannot be audited: the audit builds and restarts its engines "
+            "from the settings each run asks for",
+            hint="give a model.yaml with engine.name: vllm, or a VllmEngine adapter",
+        )
+    path = Path(source) if isinstance(source, (str, Path)) else None
+    model_yaml = path  # a model.yaml read from a file: an input no report may overwrite
+    if path is not None:
+        from specseed.scenarios.loader import scenario_given_as_model
+
+        scenario_only = scenario_given_as_model(path)
+        if scenario_only is not None:  # a scenario file: audited on the default engine
+            source, model_yaml = scenario_only, None
+    where = Path(base_dir) if base_dir is not None else (path.parent if path else None)
+    adapter: EngineAdapter | None = None
+    if isinstance(engine, str):
+        base = load_config(source)
+        opts = (
+            {**base.engine.options, "base_url": engine}
+            if base.engine.name == "openai"
+            else {"base_url": engine}
+        )
+        engine_section = {**base.engine.model_dump(mode="json"), "name": "openai", "options": opts}
+        config = load_config({**base.model_dump(mode="json"), "engine": engine_section})
+    else:
+        config = load_config(source)
+        if engine is not None:
+            from specseed.engine_adapters.base import EngineAdapter as _Adapter
+
+            if not isinstance(engine, _Adapter):
+                raise InputError(
+                    f"cannot audit a {type(engine).__name__}",
+                    hint="give an EngineAdapter, a server URL, or a model.yaml",
+                )
+            adapter = engine
+    config = _narrow(config, checks)
+    outputs = AuditOutputs(
+        json=Path(json) if json is not None else None,
+        junit=Path(junit) if junit is not None else None,
+        bundle=Path(bundle) if bundle is not None else None,
+        terminal=terminal,
+        progress=False,
+        scenarios=tuple(scenarios),
+        argv=("audit", str(path)) if path is not None else ("audit",),
+    )
+    runner = Audit.from_config(
+        config,
+        where,
+        outputs,
+        source=str(path) if path is not None else "(python)",
+        adapter=adapter,
+        on_event=on_event,
+    )
+    runner.model_yaml = model_yaml
+    outcome = runner.run()
+    return Report(outcome.result, outcome.exit_code, outputs.bundle)
+
+
+__all__ = [
+    "AuditOutputs",
+    "Engine",
+    "EngineError",
+    "InputError",
+    "Report",
+    "ScenarioError",
+    "Source",
+    "SpecseedError",
+    "audit",
+    "load_config",
+    "server_config",
+]
