@@ -24,6 +24,7 @@ The manifest and findings files are written and read through pydantic models (``
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import platform
@@ -329,6 +330,8 @@ class BundleWriter:
         self.removed: list[str] = []
         """What :meth:`start` removed of an earlier bundle (``force``)."""
         self.manifest: Manifest | None = None
+        self.finished = False
+        """The manifest on disk says how the audit ended (:meth:`finish` wrote it)."""
         self._environment: dict[str, str] = {}
 
     def start(
@@ -403,7 +406,13 @@ class BundleWriter:
         )
 
     def finish(self, result: AuditResult, exit_code: int) -> None:
-        self._add_environment(result.environment)
+        """Mark the manifest with the audit's end. The manifest is written even when the
+        environment cannot be (a full disk); that error is raised after it."""
+        failed: OSError | None = None
+        try:
+            self._add_environment(result.environment)
+        except OSError as exc:
+            failed = exc
         assert self.manifest is not None, "finish() before start()"
         self.manifest = self.manifest.model_copy(
             update={
@@ -416,7 +425,30 @@ class BundleWriter:
                 "seconds": round(result.seconds, 3),
             }
         )
-        write_atomic(self.root / MANIFEST, self.manifest.to_json())
+        text = self.manifest.to_json()
+        try:
+            write_atomic(self.root / MANIFEST, text)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            # No room for a temporary copy: rewrite the file in place. The old manifest's
+            # space is freed first, and a manifest left "running" would misread the bundle.
+            _rewrite_in_place(self.root / MANIFEST, text)
+        self.finished = True
+        if failed is not None:
+            raise failed
+
+
+def _rewrite_in_place(path: Path, text: str) -> None:
+    data = scrub_text(text, by_name=False).encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _quote(arg: str) -> str:

@@ -16,12 +16,14 @@ Structured data is scrubbed by key too (:func:`scrub`): a value under a secret-l
 
 from __future__ import annotations
 
+import base64
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.segment import Segment
 from rich.text import Text
 
 from specseed.core.text import printable
@@ -68,6 +70,26 @@ def hold(value: str | None) -> None:
     if value and len(value) >= _MIN_HELD:
         with _lock:
             _held.add(value)
+
+
+def hold_url_credentials(url: str | None) -> None:
+    """Hold the userinfo of ``url`` (``https://user:password@host``): the password, the pair,
+    and the pair as HTTP Basic sends it (base64), so an echo of any of them is removed."""
+    if not url:
+        return
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return
+    if parts.username is None and parts.password is None:
+        return
+    user, password = unquote(parts.username or ""), unquote(parts.password or "")
+    pair = f"{user}:{password}"
+    hold(password)
+    hold(pair)
+    hold(base64.b64encode(pair.encode()).decode())
 
 
 def held() -> tuple[str, ...]:
@@ -164,16 +186,18 @@ def safe_text(text: str) -> str:
 
 
 class SafeConsole(Console):
-    """A Rich console whose every string (messages, table cells, markup) is scrubbed and has
-    its control characters escaped before Rich renders it: text from a server or a bundle
-    can neither leak a secret nor drive the terminal."""
+    """A Rich console that scrubs secrets and escapes control characters twice: in every
+    string before Rich lays it out (``render_str``: messages, table cells, markup), and in
+    every piece of text it finally writes (``_render_buffer``: what Rich built from ``Text``
+    objects too). Text from a server or a bundle can neither leak a secret nor drive the
+    terminal; Rich's own colour codes are added after, from styles, and stay."""
 
     def render_str(self, text: str, *args: Any, **kwargs: Any) -> Text:
         return super().render_str(safe_text(text), *args, **kwargs)
 
-    def print(self, *objects: Any, **kwargs: Any) -> None:
-        cleaned = [
-            Text(safe_text(o.plain), style=o.style) if isinstance(o, Text) and not o.spans else o
-            for o in objects
-        ]
-        super().print(*cleaned, **kwargs)
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        cleaned = (
+            segment if segment.control else Segment(safe_text(segment.text), segment.style)
+            for segment in buffer
+        )
+        return super()._render_buffer(cleaned)

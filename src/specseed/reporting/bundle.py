@@ -38,7 +38,11 @@ class BundleReporter(Reporter):
         try:
             self.writer.finish(result, exit_code)
         except OSError as exc:
-            first = self.failure or exc
+            if self.failure is None:
+                self.failure = exc
+        status = self.writer.manifest.status if self.writer.manifest else None
+        if self.failure is not None and not self.writer.finished:
+            first = self.failure
             raise OutputError(
                 f"cannot write the bundle {self.writer.root}: {_describe(first)}; its manifest "
                 "could not be updated either and still says the audit is running",
@@ -47,6 +51,6 @@ class BundleReporter(Reporter):
         if self.failure is not None:
             raise OutputError(
                 f"cannot write the bundle {self.writer.root}: {_describe(self.failure)}; the "
-                "bundle misses that file (its manifest is marked complete)",
+                f"bundle misses that file (its manifest says {status})",
                 hint="free space and run the audit again; the findings are in the terminal report",
             )

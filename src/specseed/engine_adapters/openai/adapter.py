@@ -21,7 +21,7 @@ from typing import NoReturn
 
 from specseed import __version__
 from specseed.core.errors import EngineError, InputError
-from specseed.core.secrets import hold
+from specseed.core.secrets import hold, hold_url_credentials
 from specseed.engine_adapters.base import (
     EngineAdapter,
     EngineSettings,
@@ -133,6 +133,7 @@ class HttpAuditor:
         """Why the server stopped answering (later runs check once, then fail fast)."""
 
     def client(self, endpoint: Endpoint) -> CompletionClient:
+        hold_url_credentials(endpoint.base_url)  # echoes of a URL's password are scrubbed too
         return CompletionClient(endpoint.base_url, api_key=self._api_key, limits=self.limits)
 
     def connect(self) -> ResolvedEndpoint:
