@@ -15,6 +15,7 @@ result. Library errors (``InputError``, ``EngineError``, ...) propagate as typed
 
 from __future__ import annotations
 
+import errno
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -352,10 +353,10 @@ class Audit:
                 )
             except OSError as exc:
                 where = exc.filename or root
-                raise OutputError(
-                    f"cannot write the bundle in {root}: {where}: {exc.strerror or exc}",
-                    hint="free space or give another directory; nothing ran",
-                ) from None
+                message = f"cannot write the bundle in {root}: {where}: {exc.strerror or exc}"
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT):  # a full disk: exit 5
+                    raise OutputError(message, hint="free space; nothing ran") from None
+                raise InputError(message, hint="give a new or empty directory") from None
             if bundle.removed:
                 print(
                     f"--force: removed the earlier bundle in {printable(str(root))}: "

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specseed.core.errors import InputError, OutputError
-from specseed.core.secrets import SafeConsole
+from specseed.core.secrets import SafeConsole, scrub_text
 
 STDOUT = Path("-")
 """The path that means standard output (``--json -``)."""
@@ -150,7 +150,7 @@ def write_document(path: Path, text: str, what: str) -> None:
 
     if str(path) == "-":
         try:
-            sys.stdout.write(text)
+            sys.stdout.write(scrub_text(text, by_name=False))  # as the file writer does
             sys.stdout.flush()
         except BrokenPipeError:
             silence_stdout()

@@ -37,7 +37,9 @@ def _notes(notes: tuple[str, ...], console: Console) -> None:
 
 def _write_text(path: Path | None, text: str) -> None:
     if path is None or str(path) == "-":
-        sys.stdout.write(text)
+        from specseed.core.secrets import scrub_text
+
+        sys.stdout.write(scrub_text(text, by_name=False))  # the file writer scrubs the same
         return
     from specseed.core.files import write_output
 
@@ -179,6 +181,7 @@ def report(
     """
     from specseed.bundle.format import read_bundle
     from specseed.bundle.replay import recheck
+    from specseed.core.text import printable
     from specseed.reporting.issue import build_issue, render_issue_json, render_markdown
 
     with error_boundary():
@@ -199,7 +202,9 @@ def report(
         ):
             loaded = read_bundle(bundle)  # with the minimal scenario it stored
         issue = build_issue(loaded, findings)
-        text = render_markdown(issue) if fmt == "markdown" else render_issue_json(issue)
+        # Bundle text in the body reaches a terminal or an issue: controls escaped (JSON
+        # escapes its own).
+        text = printable(render_markdown(issue)) if fmt == "markdown" else render_issue_json(issue)
         _write_text(output, text)
 
 
