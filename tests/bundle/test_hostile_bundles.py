@@ -300,3 +300,12 @@ def test_replay_with_the_users_own_model_runs_that_engine(bundle: Path, tmp_path
         result = invoke("replay", str(bundle), "--model", str(mine))
     assert result.exit_code == 0, result.output
     assert seen == []
+
+
+def test_a_trace_over_the_size_cap_is_refused_without_reading_it(bundle: Path) -> None:
+    from specseed.bundle.format import MAX_TRACE_BYTES
+
+    trace = bundle / "mine" / "alone.jsonl"
+    with trace.open("r+b") as handle:  # sparse: the size is there, the bytes are not
+        handle.truncate(MAX_TRACE_BYTES + 1)
+    _refused(invoke("check", str(bundle)), "the trace is larger than")

@@ -655,6 +655,11 @@ def _trace_lines(path: Path, last: list[str]) -> Iterator[str]:
     receives the last non-blank line (to tell a line cut short by a crash)."""
     total = 0
     with os.fdopen(_open_member(path), "rb") as handle:
+        if os.fstat(handle.fileno()).st_size > MAX_TRACE_BYTES:  # refused before any parsing
+            raise BundleError(
+                f"{path}: the trace is larger than {MAX_TRACE_BYTES >> 20} MiB",
+                hint="split the scenario into smaller runs",
+            )
         for number, raw in enumerate(
             iter(lambda: handle.readline(MAX_TRACE_LINE_BYTES + 1), b""), 1
         ):
