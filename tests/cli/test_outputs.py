@@ -28,7 +28,7 @@ def test_no_progress_silences_them() -> None:
 
 def test_unwritable_bundle_folder_is_refused_before_anything_runs(tmp_path: Path) -> None:
     traces, report = tmp_path / "traces", tmp_path / "r.json"
-    # An earlier bundle in the folder (a bundle folder is reused in place), then a file where
+    # An earlier bundle in the folder (replaced with --force), then a file where
     # a scenario's folder goes. (A trace file that fails mid-run: tests/cli/test_reliability.)
     first = runner.invoke(
         app, ["audit", "--no-progress", "-s", "warmup", "--trace-dir", str(traces)]
@@ -38,7 +38,7 @@ def test_unwritable_bundle_folder_is_refused_before_anything_runs(tmp_path: Path
     result = runner.invoke(
         app,
         ["audit", "--no-progress", "-s", "distinct-seeds", "-s", "warmup",
-         "--trace-dir", str(traces), "--json", str(report)],
+         "--trace-dir", str(traces), "--json", str(report), "--force"],
         env={"COLUMNS": "200"},
     )  # fmt: skip
     assert result.exit_code == 2, result.output

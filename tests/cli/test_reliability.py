@@ -189,7 +189,7 @@ def test_two_audits_on_one_trace_folder(tmp_path: Path) -> None:
     wait_for_lines(traces / "slow" / "first.jsonl", 2, first)
     second = specseed(
         "--scenario", "distinct-seeds", "--trace-dir", str(traces), "--json",
-        str(tmp_path / "second.json"),
+        str(tmp_path / "second.json"), "--force",
     )  # fmt: skip
     rc, out, err = finish(second)
     assert rc == 2, err

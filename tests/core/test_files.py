@@ -18,6 +18,7 @@ def _mode(path: Path) -> int:
 
 def test_a_new_file_gets_the_mode_open_would_give_it(tmp_path: Path) -> None:
     old = os.umask(0o022)
+    (tmp_path / "deep").mkdir()
     try:
         write_atomic(tmp_path / "deep" / "r.json", "{}\n")
         (tmp_path / "plain.json").write_text("{}\n")
@@ -26,6 +27,14 @@ def test_a_new_file_gets_the_mode_open_would_give_it(tmp_path: Path) -> None:
     assert (tmp_path / "deep" / "r.json").read_text() == "{}\n"
     # mkstemp's private 0600 would hide a report from the CI user that uploads it.
     assert _mode(tmp_path / "deep" / "r.json") == _mode(tmp_path / "plain.json") == 0o644
+
+
+def test_a_missing_folder_is_an_error_not_created(tmp_path: Path) -> None:
+    # A typo in a folder name is the caller's input error (checked before a run); the writer
+    # never creates folders on its own.
+    with pytest.raises(FileNotFoundError):
+        write_atomic(tmp_path / "typo" / "r.json", "{}\n")
+    assert not (tmp_path / "typo").exists()
 
 
 def test_a_file_written_over_keeps_its_mode(tmp_path: Path) -> None:

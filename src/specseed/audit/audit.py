@@ -15,6 +15,7 @@ result. Library errors (``InputError``, ``EngineError``, ...) propagate as typed
 
 from __future__ import annotations
 
+import errno
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -32,12 +33,14 @@ from specseed.audit.exit_codes import (
 from specseed.audit.outputs import (
     AuditOutputs,
     StdoutConsole,
+    check_bundle_folder,
     check_output_paths,
     check_writable,
     silence_stdout,
     write_document,
 )
 from specseed.core.errors import InputError, OutputError
+from specseed.core.text import printable
 from specseed.run.results import (
     AuditEvent,
     AuditFinished,
@@ -226,6 +229,7 @@ class Audit:
         check_writable(outputs.json, "JSON report")
         check_writable(outputs.junit, "JUnit report")
         check_writable(outputs.bundle, "bundle", directory=True)
+        check_bundle_folder(outputs.bundle, force=outputs.force)
 
     def selected(self) -> list[PlannedScenario]:
         """The planned scenarios this audit runs: ``scenarios`` and then ``shard`` applied.
@@ -261,15 +265,14 @@ class Audit:
         """The consoles and the terminal's reporters, when ``terminal`` was asked for."""
         if not self.outputs.terminal:
             return None
-        from rich.console import Console
-
+        from specseed.core.secrets import SafeConsole
         from specseed.reporting.console import ConsoleReporter
         from specseed.reporting.progress import ProgressLines
 
         json = self.outputs.json
         # A JSON report on stdout moves the terminal report to stderr.
         self._out = StdoutConsole(stderr=json is not None and str(json) == "-")
-        self._err = err = Console(stderr=True)
+        self._err = err = SafeConsole(stderr=True)
         show = self.outputs.progress
         console = ConsoleReporter(
             self._out, err, progress=show and err.is_terminal, summary=self.outputs.summary
@@ -340,7 +343,7 @@ class Audit:
         folder = TraceDir(root, self.outputs.bundle_flag)
         folder.lock()
         try:
-            bundle = BundleWriter(root)
+            bundle = BundleWriter(root, force=self.outputs.force)
             try:
                 bundle.start(
                     self.config,
@@ -350,10 +353,16 @@ class Audit:
                 )
             except OSError as exc:
                 where = exc.filename or root
-                raise InputError(
-                    f"cannot write the bundle in {root}: {where}: {exc.strerror or exc}",
-                    hint="give a new or empty directory",
-                ) from None
+                message = f"cannot write the bundle in {root}: {where}: {exc.strerror or exc}"
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT):  # a full disk: exit 5
+                    raise OutputError(message, hint="free space; nothing ran") from None
+                raise InputError(message, hint="give a new or empty directory") from None
+            if bundle.removed:
+                print(
+                    f"--force: removed the earlier bundle in {printable(str(root))}: "
+                    + ", ".join(printable(r) for r in bundle.removed),
+                    file=sys.stderr,
+                )
             reporter = BundleReporter(bundle)
             self._reporters.append(reporter)
             self._bundle_reporter = [reporter]

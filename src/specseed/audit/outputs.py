@@ -14,9 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.console import Console
-
 from specseed.core.errors import InputError, OutputError
+from specseed.core.secrets import SafeConsole, scrub_text
 
 STDOUT = Path("-")
 """The path that means standard output (``--json -``)."""
@@ -48,6 +47,8 @@ class AuditOutputs:
     """``(i, n)``: only shard i of n (``run.parallel.shard``)."""
     jobs: int = 1
     """Worker processes, each with its own engine."""
+    force: bool = False
+    """Replace an earlier bundle in ``bundle`` (its files only); refused without it."""
     argv: tuple[str, ...] = ("audit",)
     """The command line after ``specseed``, for the reproduce string and the bundle's
     manifest."""
@@ -101,18 +102,48 @@ def check_output_paths(outputs: dict[str, Path | None], inputs: Iterable[Path]) 
 
 
 def check_writable(path: Path | None, what: str, *, directory: bool = False) -> None:
-    """Refuse an output path before the audit runs, so no result is lost at the end."""
+    """Refuse an output path before the audit runs, so no result is lost at the end. Creates
+    nothing: a missing folder is a typo to report, not one to make."""
     if path is None or str(path) == "-":
         return
     folder = path if directory else path.parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"cannot create {folder} for the {what}: {exc.strerror}") from None
+    if directory and not os.path.lexists(path):
+        folder = path.parent
+    if not folder.is_dir():
+        missing = "does not exist" if not os.path.lexists(folder) else "is not a folder"
+        raise InputError(
+            f"cannot write the {what} {path}: {folder} {missing}",
+            hint=f"create {folder} first, or give another path",
+        )
     if not directory and path.is_dir():
         raise InputError(f"the {what} path {path} is a directory", hint="give a file name")
+    if directory and os.path.lexists(path) and not path.is_dir():
+        raise InputError(f"the {what} path {path} is not a directory", hint="give a folder")
     if not os.access(folder, os.W_OK):
         raise InputError(f"cannot write the {what} in {folder}: permission denied")
+
+
+def check_bundle_folder(path: Path | None, *, force: bool) -> None:
+    """Refuse, before anything runs, a bundle folder that holds files other than a bundle,
+    or an earlier bundle without ``force``."""
+    if path is None or not path.is_dir():
+        return
+    entries = [p for p in path.iterdir() if not p.name.startswith(".")]
+    if not entries:
+        return
+    from specseed.bundle.format import MANIFEST
+
+    manifest = path / MANIFEST
+    if manifest.is_symlink() or not manifest.is_file():
+        raise InputError(
+            f"{path} is not empty and holds no specseed bundle; refusing to write into it",
+            hint="give a new or empty directory",
+        )
+    if not force:
+        raise InputError(
+            f"{path} holds a bundle already; refusing to replace it",
+            hint="pass --force to remove its files first, or give a new directory",
+        )
 
 
 def write_document(path: Path, text: str, what: str) -> None:
@@ -121,7 +152,7 @@ def write_document(path: Path, text: str, what: str) -> None:
 
     if str(path) == "-":
         try:
-            sys.stdout.write(text)
+            sys.stdout.write(scrub_text(text, by_name=False))  # as the file writer does
             sys.stdout.flush()
         except BrokenPipeError:
             silence_stdout()
@@ -138,7 +169,7 @@ def silence_stdout() -> None:
     os.close(devnull)
 
 
-class StdoutConsole(Console):
+class StdoutConsole(SafeConsole):
     """The terminal report's console. When the reader of stdout goes away (``| head -1``),
     the rest of the report goes nowhere and the audit keeps its exit code; Rich's default
     exits 1, which would turn a passing audit into a violation."""

@@ -23,14 +23,15 @@ The manifest and findings files are written and read through pydantic models (``
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import platform
-import re
-import shutil
+import stat
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
@@ -45,13 +46,23 @@ from specseed.checks.findings import (
 )
 from specseed.core.errors import InputError, ScenarioError
 from specseed.core.files import write_atomic
+from specseed.core.secrets import (  # noqa: F401 - re-exported
+    REMOVED,
+    is_secret_name,
+    scrub,
+    scrub_command,
+    scrub_text,
+)
+from specseed.core.text import printable
 from specseed.run.results import AuditEvent, AuditResult, ScenarioChecked, ScenarioResult
 from specseed.scenarios.loader import (
+    MAX_FILE_BYTES,
     LoadedScenario,
     engine_options,
     library_text,
     parse_audit_config,
     parse_scenario,
+    read_source,
 )
 from specseed.scenarios.schema import AuditConfig, Scenario
 from specseed.traces.records import (
@@ -144,75 +155,10 @@ def bundle_json_schema() -> dict[str, Any]:
     }
 
 
-# -- secrets ------------------------------------------------------------------------------
+# -- secrets (one scrubber for every output: specseed.core.secrets) ------------------------
 
-REMOVED = "<removed>"
-_SECRET_WORDS = frozenset(
-    {"key", "apikey", "token", "secret", "password", "passwd", "credential", "credentials"}
-)
-_SECRET_VALUE = re.compile(
-    r"(?i:bearer)\s+[A-Za-z0-9._~+/=-]+"  # HTTP bearer tokens
-    r"|\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}"  # OpenAI-style keys
-    r"|\bhf_[A-Za-z0-9]{16,}"  # Hugging Face tokens
-    r"|\bgh[pousr]_[A-Za-z0-9]{20,}"  # GitHub tokens
-    r"|\bAKIA[A-Z0-9]{16}"  # AWS access key ids
-)
-_ASSIGNMENT = re.compile(r"(\b[A-Za-z][\w.-]*)(\s*[=:]\s*)(\S+)")
-
-
-def is_secret_name(name: str) -> bool:
-    """A field, flag or environment variable name that usually holds a secret: its last word
-    is key, token, secret, password or credential (``OPENAI_API_KEY``, ``--api-key``,
-    ``hf_token``, ``apiKey``; not ``max_tokens``, ``return_token_ids`` or ``api_key_env``,
-    which names the variable, not its value)."""
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name.lstrip("-"))
-    words = [w.lower() for w in re.split(r"[^A-Za-z0-9]+", spaced) if w]
-    return bool(words) and words[-1] in _SECRET_WORDS
-
-
-def scrub_text(text: str) -> str:
-    """Text with bearer strings, API keys and ``NAME_KEY=value`` assignments removed."""
-    text = _SECRET_VALUE.sub(REMOVED, text)
-    return _ASSIGNMENT.sub(
-        lambda m: m.group(1) + m.group(2) + REMOVED if is_secret_name(m.group(1)) else m.group(0),
-        text,
-    )
-
-
-def scrub(value: Any) -> Any:
-    """A JSON-like value with secrets removed: values under secret-looking keys, and
-    secret-looking strings anywhere."""
-    if isinstance(value, Mapping):
-        return {
-            k: (REMOVED if is_secret_name(str(k)) and v not in (None, "") else scrub(v))
-            for k, v in value.items()
-        }
-    if isinstance(value, (list, tuple)):
-        return [scrub(v) for v in value]
-    if isinstance(value, str):
-        return scrub_text(value)
-    return value
-
-
-def scrub_command(argv: Sequence[str]) -> list[str]:
-    """A command line with the values of secret-looking flags removed
-    (``--api-key X``, ``--token=X``) and secret-looking strings anywhere."""
-    out: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            out.append(REMOVED)
-            hide_next = False
-            continue
-        if arg.startswith("-") and is_secret_name(arg.split("=", 1)[0]):
-            if "=" in arg:
-                out.append(arg.split("=", 1)[0] + "=" + REMOVED)
-            else:
-                out.append(arg)
-                hide_next = True
-            continue
-        out.append(scrub_text(arg))
-    return out
+# ``REMOVED``, ``is_secret_name``, ``scrub``, ``scrub_command`` and ``scrub_text`` are
+# imported from there above and stay importable from here.
 
 
 # -- environment --------------------------------------------------------------------------
@@ -298,9 +244,9 @@ def scenario_text(loaded: LoadedScenario, base_dir: Path) -> str:
         return library_text(loaded.source.removeprefix("builtin:"))
     path = Path(loaded.source)
     path = path if path.is_absolute() else base_dir / path
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError:  # moved since it was loaded: its parsed form says the same
+    try:  # under the loader's limits: a regular file, 1 MiB, UTF-8
+        return read_source(path)
+    except ScenarioError:  # moved since it was loaded: its parsed form says the same
         data = loaded.scenario.model_dump(mode="json", exclude_unset=True)
         return yaml.safe_dump(data, sort_keys=False)
 
@@ -321,39 +267,71 @@ def resolved_model_yaml(config: AuditConfig, scenario_names: Sequence[str], base
     return header + yaml.safe_dump(data, sort_keys=False)
 
 
-def _clear_previous(root: Path) -> None:
-    """Make ``root`` ready for a new bundle: it must be empty, or hold an earlier bundle,
-    whose files are removed (never anything else)."""
-    if not root.exists():
-        return
+def _clear_previous(root: Path, *, force: bool = False) -> list[str]:
+    """Make ``root`` ready for a new bundle: it must be missing, empty, or (with ``force``)
+    hold an earlier bundle, whose files are removed: only the files the bundle format names,
+    in folders named by the old manifest that are checked names inside ``root``; nothing else
+    is removed, and nothing outside ``root``. Returns what was removed."""
+    if not os.path.lexists(root):
+        return []
+    if not root.is_dir():
+        raise BundleError(f"{root} is not a directory", hint="give a new or empty directory")
     entries = [p for p in root.iterdir() if not p.name.startswith(".")]
     if not entries:
-        return
-    manifest = root / MANIFEST
-    if not manifest.is_file():
+        return []
+    if not _is_regular(root / MANIFEST):
         raise BundleError(
             f"{root} is not empty and holds no specseed bundle; refusing to write into it",
             hint="give a new or empty directory",
         )
+    if not force:
+        raise BundleError(
+            f"{root} holds a bundle already; refusing to replace it",
+            hint="pass --force to remove its files first, or give a new directory",
+        )
+    removed: list[str] = []
     try:
-        names = [s["name"] for s in json.loads(manifest.read_text())["scenarios"]]
-    except (ValueError, KeyError, TypeError):
-        names = []
-    for name in names:
+        recorded = json.loads(_read_member(root / MANIFEST, "manifest", MAX_JSON_BYTES))
+        entries_ = recorded["scenarios"] if isinstance(recorded, dict) else []
+        listed = [e for e in entries_ if isinstance(e, dict)]
+    except (BundleError, ValueError, KeyError, TypeError, RecursionError):
+        listed = []
+    for entry in listed:
+        name = entry.get("name")
+        if not isinstance(name, str) or _name_problem(name) or not _is_dir(root / name):
+            continue
         folder = root / name
-        if folder.is_dir():
-            shutil.rmtree(folder)
-    for name in _TOP_LEVEL:
-        (root / name).unlink(missing_ok=True)
+        runs = [r for r in entry.get("runs") or () if isinstance(r, str) and not _name_problem(r)]
+        names = {SCENARIO_FILE, FINDINGS_FILE, MINIMAL_FILE, *(f"{r}.jsonl" for r in runs)}
+        names |= {p.name for p in folder.iterdir() if p.suffix == ".jsonl"}
+        for file in sorted(names):
+            path = folder / file
+            if os.path.lexists(path) and not path.is_dir():
+                path.unlink()  # unlink never follows a symlink: the link goes, not its target
+                removed.append(f"{name}/{file}")
+        with contextlib.suppress(OSError):  # kept when it holds anything else
+            folder.rmdir()
+    for file in _TOP_LEVEL:
+        path = root / file
+        if os.path.lexists(path) and not path.is_dir():
+            path.unlink()
+            removed.append(file)
+    return removed
 
 
 class BundleWriter:
     """Writes a bundle as the audit goes. Call :meth:`start` before the engine runs, give
     :meth:`trace_writer` to the runner, feed it the runner's events, then :meth:`finish`."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, force: bool = False) -> None:
         self.root = root
+        self.force = force
+        """Replace an earlier bundle in ``root`` (its files only); refused without it."""
+        self.removed: list[str] = []
+        """What :meth:`start` removed of an earlier bundle (``force``)."""
         self.manifest: Manifest | None = None
+        self.finished = False
+        """The manifest on disk says how the audit ended (:meth:`finish` wrote it)."""
         self._environment: dict[str, str] = {}
 
     def start(
@@ -367,8 +345,12 @@ class BundleWriter:
 
         ``scenarios``: each loaded scenario with the names of the runs that will be served.
         """
-        _clear_previous(self.root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        for loaded, runs in scenarios:
+            check_name(loaded.scenario.name, "scenario name")
+            for run in runs:
+                check_name(run, "run name")
+        self.removed = _clear_previous(self.root, force=self.force)
+        self.root.mkdir(exist_ok=True)  # its parent must exist (checked before anything ran)
         command = ["specseed", *scrub_command(argv)]
         names = [loaded.scenario.name for loaded, _ in scenarios]
         self.manifest = Manifest(
@@ -391,6 +373,7 @@ class BundleWriter:
         write_atomic(self.root / MODEL, resolved_model_yaml(config, names, base_dir))
         for loaded, _ in scenarios:
             text = scenario_text(loaded, base_dir)
+            (self.root / loaded.scenario.name).mkdir(exist_ok=True)
             write_atomic(self.root / loaded.scenario.name / SCENARIO_FILE, text)
         self._environment = host_environment()
         write_atomic(self.root / ENVIRONMENT, _json(self._environment))
@@ -423,7 +406,13 @@ class BundleWriter:
         )
 
     def finish(self, result: AuditResult, exit_code: int) -> None:
-        self._add_environment(result.environment)
+        """Mark the manifest with the audit's end. The manifest is written even when the
+        environment cannot be (a full disk); that error is raised after it."""
+        failed: OSError | None = None
+        try:
+            self._add_environment(result.environment)
+        except OSError as exc:
+            failed = exc
         assert self.manifest is not None, "finish() before start()"
         self.manifest = self.manifest.model_copy(
             update={
@@ -436,7 +425,30 @@ class BundleWriter:
                 "seconds": round(result.seconds, 3),
             }
         )
-        write_atomic(self.root / MANIFEST, self.manifest.to_json())
+        text = self.manifest.to_json()
+        try:
+            write_atomic(self.root / MANIFEST, text)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            # No room for a temporary copy: rewrite the file in place. The old manifest's
+            # space is freed first, and a manifest left "running" would misread the bundle.
+            _rewrite_in_place(self.root / MANIFEST, text)
+        self.finished = True
+        if failed is not None:
+            raise failed
+
+
+def _rewrite_in_place(path: Path, text: str) -> None:
+    data = scrub_text(text, by_name=False).encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _quote(arg: str) -> str:
@@ -447,7 +459,12 @@ def _quote(arg: str) -> str:
 
 def write_minimal(root: Path, scenario: str, text: str) -> Path:
     """Store a minimized scenario in a bundle (read back by :func:`read_bundle`)."""
+    check_name(scenario, "scenario name")
+    if not _is_dir(root / scenario):
+        raise BundleError(f"{root / scenario}: not a scenario folder of the bundle")
     path = root / scenario / MINIMAL_FILE
+    if os.path.lexists(path) and not _is_regular(path):
+        raise BundleError(f"{path}: not a regular file; refusing to write through it")
     write_atomic(path, text)
     return path
 
@@ -510,12 +527,173 @@ class Bundle:
         )
 
 
-def _read_json(path: Path, what: str) -> Any:
+# -- a bundle is untrusted input -------------------------------------------------------------
+#
+# A bundle comes from someone else. Every name it gives (scenario and run names in the
+# manifest) is checked before it becomes a path; every file is opened without following a
+# symlink, must be a regular file (a FIFO would block, /dev/zero never ends), and is read
+# under a size cap; JSON nesting is bounded by the parser's recursion limit, caught; traces
+# are streamed line by line under a line, size and step cap.
+
+MAX_JSON_BYTES = 16 << 20
+"""Largest manifest, environment or findings file read (16 MiB)."""
+MAX_TRACE_BYTES = 64 << 20
+"""Largest trace file read (64 MiB: every step is held for the checks, so memory follows)."""
+MAX_TRACE_LINE_BYTES = 4 << 20
+"""Largest trace line (one engine step: 4 MiB)."""
+MAX_TRACE_STEPS = 200_000
+"""Most step records in one trace."""
+_NAME_MAX = 128
+
+
+def _name_problem(name: str) -> str | None:
+    if not name:
+        return "is empty"
+    if len(name) > _NAME_MAX:
+        return f"is longer than {_NAME_MAX} characters"
+    if "\0" in name:
+        return "holds a NUL character"
+    if "/" in name or "\\" in name or os.sep in name or (os.altsep and os.altsep in name):
+        return "holds a path separator"
+    if name in (".", "..") or name.startswith("."):
+        return "starts with a dot"
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in name):
+        return "holds a control character"
+    return None
+
+
+def check_name(name: str, what: str) -> str:
+    """``name`` if it can be one path component inside a bundle; ``BundleError`` (exit 2)
+    for separators, ``..``, an absolute path, NUL or control characters."""
+    problem = _name_problem(name)
+    if problem is not None:
+        raise BundleError(
+            f"{what} {printable(repr(name))} {problem}: a bundle name must be one plain "
+            "path component",
+            hint="the bundle is damaged or was crafted; nothing was read or written for it",
+        )
+    return name
+
+
+def _is_regular(path: Path) -> bool:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _member_kind(path: Path) -> str:
+    """``missing``, ``file`` or ``dir``; ``BundleError`` for a symlink or a special file."""
+    try:
+        mode = os.lstat(path).st_mode
     except FileNotFoundError:
-        raise BundleError(f"{path}: the bundle has no {what}") from None
-    except (OSError, ValueError) as exc:
+        return "missing"
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if stat.S_ISLNK(mode):
+        raise BundleError(
+            f"{path} is a symlink; a bundle holds plain files only",
+            hint="the bundle is damaged or was crafted; copy the files it should hold into it",
+        )
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if not stat.S_ISREG(mode):
+        raise BundleError(
+            f"{path} is not a regular file (a device, pipe or socket); a bundle holds plain "
+            "files only"
+        )
+    return "file"
+
+
+def _open_member(path: Path) -> int:
+    """A bundle file opened for reading: never through a symlink, never a FIFO or device."""
+    if _member_kind(path) != "file":
+        raise BundleError(f"{path}: missing from the bundle or not a file")
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since the lstat
+        os.close(fd)
+        raise BundleError(f"{path} is not a regular file")
+    return fd
+
+
+def _read_member(path: Path, what: str, limit: int) -> str:
+    """A bundle file's text: a regular file of at most ``limit`` bytes, UTF-8."""
+    with os.fdopen(_open_member(path), "rb") as handle:
+        try:
+            data = handle.read(limit + 1)
+        except OSError as exc:
+            raise BundleError(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise BundleError(f"{path}: the {what} is larger than {limit >> 20} MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise BundleError(
+            f"{path}:{line}: the {what} is not UTF-8 (byte 0x{data[exc.start]:02x})"
+        ) from None
+
+
+def _read_member_yaml(path: Path, what: str) -> str:
+    """A YAML file of the bundle, under model.yaml's limits (1 MiB, UTF-8)."""
+    return _read_member(path, what, MAX_FILE_BYTES)
+
+
+def _trace_lines(path: Path, last: list[str]) -> Iterator[str]:
+    """A trace file's lines, one at a time, under the line, size and step caps. ``last``
+    receives the last non-blank line (to tell a line cut short by a crash)."""
+    total = 0
+    with os.fdopen(_open_member(path), "rb") as handle:
+        if os.fstat(handle.fileno()).st_size > MAX_TRACE_BYTES:  # refused before any parsing
+            raise BundleError(
+                f"{path}: the trace is larger than {MAX_TRACE_BYTES >> 20} MiB",
+                hint="split the scenario into smaller runs",
+            )
+        for number, raw in enumerate(
+            iter(lambda: handle.readline(MAX_TRACE_LINE_BYTES + 1), b""), 1
+        ):
+            total += len(raw)
+            if len(raw) > MAX_TRACE_LINE_BYTES:
+                raise BundleError(
+                    f"{path}:{number}: a trace line longer than {MAX_TRACE_LINE_BYTES >> 20} MiB"
+                )
+            if total > MAX_TRACE_BYTES:
+                raise BundleError(
+                    f"{path}: the trace is larger than {MAX_TRACE_BYTES >> 20} MiB",
+                    hint="split the scenario into smaller runs",
+                )
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise BundleError(f"{path}:{number}: the trace line is not UTF-8") from None
+            # One header, one end, the rest steps: a line count bounds the steps.
+            if number > MAX_TRACE_STEPS + 2:
+                raise BundleError(f"{path}: more than {MAX_TRACE_STEPS} steps in one trace")
+            if line.strip():
+                last[:] = [line]
+            yield line
+
+
+def _read_json(path: Path, what: str) -> Any:
+    if _member_kind(path) == "missing":
+        raise BundleError(f"{path}: the bundle has no {what}")
+    text = _read_member(path, what, MAX_JSON_BYTES)
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise BundleError(f"{path}: the {what} is nested too deeply to be a bundle file") from None
+    except ValueError as exc:
         raise BundleError(f"{path}: the {what} is not readable JSON ({exc})") from None
 
 
@@ -527,7 +705,7 @@ def _read_manifest(root: Path) -> Manifest:
             f"{root} is not a bundle directory",
             hint="a bundle is the directory written by `specseed audit --bundle DIR`",
         )
-    if not (root / MANIFEST).is_file():
+    if _member_kind(root / MANIFEST) != "file":
         raise BundleError(
             f"{root} is not a specseed bundle (no {MANIFEST})",
             hint="a bundle is the directory written by `specseed audit --bundle DIR`",
@@ -546,31 +724,36 @@ def _read_manifest(root: Path) -> Manifest:
     if not isinstance(manifest.get("scenarios"), list):
         raise BundleError(f"{root / MANIFEST}: 'scenarios' is missing or not a list")
     try:
-        return Manifest.model_validate(manifest)
+        parsed = Manifest.model_validate(manifest)
     except ValidationError as exc:
         first = exc.errors()[0]
         if first["loc"][:1] == ("scenarios",):
             raise BundleError(f"{root / MANIFEST}: a scenario entry is malformed") from None
         where = ".".join(str(part) for part in first["loc"])
         raise BundleError(f"{root / MANIFEST}: {where}: {first['msg']}") from None
+    for entry in parsed.scenarios:
+        check_name(entry.name, f"{root / MANIFEST}: scenario name")
+        for run in entry.runs:
+            check_name(run, f"{root / MANIFEST}: run name")
+    return parsed
 
 
 def _read_trace_file(path: Path, notes: list[str]) -> RunTrace:
-    """A trace, tolerating a last line cut in half by a crash (it is dropped, and said)."""
+    """A trace, streamed, tolerating a last line cut in half by a crash (it is dropped, and
+    said)."""
+    last: list[str] = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BundleError(f"{path}: cannot read the trace ({exc})") from None
-    if lines:
+        trace = read_trace(_trace_lines(path, last))
+    except BundleError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+        why = printable(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        raise BundleError(f"{path}: not a readable specseed trace ({why})") from None
+    if last:
         try:
-            json.loads(lines[-1])
-        except ValueError:
+            json.loads(last[0])
+        except (ValueError, RecursionError):
             notes.append(f"{path.parent.name}/{path.name}: last line cut short (dropped)")
-            lines = lines[:-1]
-    try:
-        trace = read_trace(lines)
-    except (ValueError, TypeError, KeyError) as exc:
-        raise BundleError(f"{path}: not a readable specseed trace ({exc})") from None
     if trace.end.failure is not None and trace.end.failure.exception == "TraceTruncated":
         notes.append(f"{path.parent.name}/{path.name}: the run ends early (no end record)")
     return trace
@@ -587,10 +770,9 @@ def read_bundle(path: Path) -> Bundle:
             f"the audit did not finish (manifest status {manifest.status!r}): "
             "the bundle holds what was recorded until it stopped"
         )
-    try:
-        model_text = (root / MODEL).read_text(encoding="utf-8")
-    except OSError:
-        raise BundleError(f"{root}: the bundle has no {MODEL}") from None
+    if _member_kind(root / MODEL) != "file":
+        raise BundleError(f"{root}: the bundle has no {MODEL}")
+    model_text = _read_member_yaml(root / MODEL, MODEL)
     try:
         config = parse_audit_config(model_text, str(root / MODEL))
     except ScenarioError as exc:
@@ -598,7 +780,7 @@ def read_bundle(path: Path) -> Bundle:
             f"{root / MODEL} does not validate: {'; '.join(exc.problems or [exc.message])}"
         ) from None
     environment: dict[str, str] = {}
-    if (root / ENVIRONMENT).is_file():
+    if _member_kind(root / ENVIRONMENT) == "file":
         recorded = _read_json(root / ENVIRONMENT, "environment")
         if not isinstance(recorded, dict):
             raise BundleError(f"{root / ENVIRONMENT}: the environment is not a JSON object")
@@ -608,10 +790,9 @@ def read_bundle(path: Path) -> Bundle:
     for entry in manifest.scenarios:
         name, source, planned_runs = entry.name, entry.source, entry.runs
         folder = root / name
-        try:
-            text = (folder / SCENARIO_FILE).read_text(encoding="utf-8")
-        except OSError:
-            raise BundleError(f"{folder / SCENARIO_FILE}: missing from the bundle") from None
+        if _member_kind(folder) != "dir" or _member_kind(folder / SCENARIO_FILE) != "file":
+            raise BundleError(f"{folder / SCENARIO_FILE}: missing from the bundle")
+        text = _read_member_yaml(folder / SCENARIO_FILE, SCENARIO_FILE)
         try:
             scenario = parse_scenario(text, str(folder / SCENARIO_FILE))
         except ScenarioError as exc:
@@ -621,14 +802,14 @@ def read_bundle(path: Path) -> Bundle:
             ) from None
         traces: dict[str, RunTrace] = {}
         for run in planned_runs or tuple(r.name for r in scenario.runs):
-            trace_path = folder / f"{run}.jsonl"
-            if trace_path.is_file():
+            trace_path = folder / f"{check_name(run, 'run name')}.jsonl"
+            if _member_kind(trace_path) == "file":
                 traces[run] = _read_trace_file(trace_path, notes)
         missing = [r for r in planned_runs if r not in traces]
         if missing:
             notes.append(f"{name}: no trace for {', '.join(missing)}")
         findings: tuple[Finding, ...] | None = None
-        if (folder / FINDINGS_FILE).is_file():
+        if _member_kind(folder / FINDINGS_FILE) == "file":
             data = _read_json(folder / FINDINGS_FILE, "findings file")
             try:
                 findings = FindingsFile.model_validate(data).findings
@@ -637,8 +818,8 @@ def read_bundle(path: Path) -> Bundle:
         elif traces:
             notes.append(f"{name}: no findings recorded (re-run them with `specseed check`)")
         minimal = None
-        if (folder / MINIMAL_FILE).is_file():
-            minimal = (folder / MINIMAL_FILE).read_text(encoding="utf-8")
+        if _member_kind(folder / MINIMAL_FILE) == "file":
+            minimal = _read_member_yaml(folder / MINIMAL_FILE, MINIMAL_FILE)
         scenarios.append(
             BundleScenario(name, source, text, scenario, traces, findings, planned_runs, minimal)
         )

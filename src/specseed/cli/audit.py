@@ -119,6 +119,14 @@ def audit(
             metavar="I/N",
         ),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            metavar=FLAG,
+            help="Replace an earlier bundle in the --bundle folder (its files only; says which).",
+        ),
+    ] = False,
 ) -> None:
     """Replay scenarios on an engine and check reproducibility invariants."""
     from specseed.audit.audit import Audit
@@ -141,6 +149,7 @@ def audit(
             scenarios=tuple(scenario or ()),
             shard=parse_shard(shard_spec) if shard_spec is not None else None,
             jobs=jobs,
+            force=force,
             argv=tuple(sys.argv[1:]) or ("audit",),
         )
         from specseed.scenarios.loader import scenario_given_as_model

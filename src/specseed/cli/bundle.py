@@ -11,15 +11,17 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from specseed.audit.outputs import check_bundle_folder, check_writable
 from specseed.cli.errors import EXIT_OK, EXIT_VIOLATION, error_boundary
-from specseed.core.errors import InputError
+from specseed.core.errors import InputError, OutputError
+from specseed.core.secrets import SafeConsole
 
 if TYPE_CHECKING:  # commands import their modules when they run
     from specseed.bundle.format import Bundle
     from specseed.checks.findings import Finding
 
-out = Console()
-err = Console(stderr=True)
+out = SafeConsole()
+err = SafeConsole(stderr=True)
 
 BUNDLE_ARG = typer.Argument(
     help="A bundle directory (written by `specseed audit --bundle DIR`).",
@@ -35,15 +37,62 @@ def _notes(notes: tuple[str, ...], console: Console) -> None:
 
 def _write_text(path: Path | None, text: str) -> None:
     if path is None or str(path) == "-":
-        sys.stdout.write(text)
+        from specseed.core.secrets import scrub_text
+
+        sys.stdout.write(scrub_text(text, by_name=False))  # the file writer scrubs the same
         return
-    from specseed.core.files import write_atomic
+    from specseed.core.files import write_output
+
+    write_output(path, text, "output")  # OutputError (exit 5) when it cannot be written
+    err.print(f"wrote {escape(str(path))}")
+
+
+ENGINE_FROM_BUNDLE = typer.Option(
+    "--engine-from-bundle",
+    help="Run the engine the bundle's model.yaml names (its base_url, API key variable, "
+    "checkpoints), printed first. Without it only the built-in reference engine runs from a "
+    "bundle; give --model for your own.",
+)
+
+
+def _self_contained(engine: str) -> bool:
+    """An engine that reads no file, no variable and no network address from its options:
+    the built-in reference engine. Only such an engine runs because a bundle names it."""
+    from specseed.core.errors import SpecseedError
+    from specseed.engine_adapters.registry import get_engine
 
     try:
-        write_atomic(path, text)
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror}") from None
-    err.print(f"wrote {path}")
+        info = get_engine(engine)
+    except SpecseedError:
+        return False
+    return info.builtin_model and info.source == "specseed"
+
+
+def _engine_consent(bundle: Bundle, allowed: bool, command: str) -> None:
+    """Refuse to run an engine only the bundle names (a stranger's server, a path, an
+    environment variable) unless the user said so; say what will run when they did."""
+    engine = bundle.config.engine
+    if _self_contained(engine.name):
+        return
+    options = bundle.config.engine.options
+    where = [
+        f"{key} {options[key]}"
+        for key in ("base_url", "api_key_env")
+        if isinstance(options, dict) and options.get(key)
+    ]
+    where += [
+        f"{key} {getattr(engine, key)}"
+        for key in ("checkpoint", "draft_checkpoint")
+        if getattr(engine, key, None)
+    ]
+    described = f"engine {engine.name}" + (f" ({', '.join(where)})" if where else "")
+    if not allowed:
+        raise InputError(
+            f"{command}: the bundle names {described}; refusing to run an engine, contact a "
+            "server or read a variable because a bundle says so",
+            hint="give --model YOUR_MODEL_YAML, or pass --engine-from-bundle to run it",
+        )
+    err.print(f"{command}: running the bundle's {escape(described)}")
 
 
 def check(
@@ -81,7 +130,7 @@ def check(
     from specseed.reporting.console import render_report
     from specseed.reporting.json_report import render_json
 
-    console = Console(stderr=json_path is not None and str(json_path) == "-")
+    console = SafeConsole(stderr=json_path is not None and str(json_path) == "-")
     with error_boundary():
         loaded = read_bundle(bundle)
         result = recheck(loaded, contract)
@@ -112,6 +161,7 @@ def report(
             show_default=False,
         ),
     ] = None,
+    engine_from_bundle: Annotated[bool, ENGINE_FROM_BUNDLE] = False,
 ) -> None:
     """Write an issue body from a bundle (Markdown for GitHub, or JSON).
 
@@ -131,11 +181,13 @@ def report(
     """
     from specseed.bundle.format import read_bundle
     from specseed.bundle.replay import recheck
+    from specseed.core.text import printable
     from specseed.reporting.issue import build_issue, render_issue_json, render_markdown
 
     with error_boundary():
         if fmt not in ("markdown", "json"):
             raise InputError(f"--format {fmt}: unknown format", hint="markdown or json")
+        check_writable(output, "output")
         loaded = read_bundle(bundle)
         rechecked = None
         findings: list[Finding] = []
@@ -145,14 +197,20 @@ def report(
                 rechecked = rechecked or recheck(loaded)
                 recorded = tuple(f for f in rechecked.findings if f.scenario == item.name)
             findings.extend(recorded)
-        if shrink is not False and _minimize_for_report(loaded, findings, forced=bool(shrink)):
+        if shrink is not False and _minimize_for_report(
+            loaded, findings, forced=bool(shrink), engine_from_bundle=engine_from_bundle
+        ):
             loaded = read_bundle(bundle)  # with the minimal scenario it stored
         issue = build_issue(loaded, findings)
-        text = render_markdown(issue) if fmt == "markdown" else render_issue_json(issue)
+        # Bundle text in the body reaches a terminal or an issue: controls escaped (JSON
+        # escapes its own).
+        text = printable(render_markdown(issue)) if fmt == "markdown" else render_issue_json(issue)
         _write_text(output, text)
 
 
-def _minimize_for_report(bundle: Bundle, findings: list[Finding], *, forced: bool) -> bool:
+def _minimize_for_report(
+    bundle: Bundle, findings: list[Finding], *, forced: bool, engine_from_bundle: bool
+) -> bool:
     """Shrink the scenario the report leads with when that is worth it and possible here;
     True when a minimal scenario was stored."""
     from specseed.bundle.format import recorded_scenarios, write_minimal
@@ -170,7 +228,14 @@ def _minimize_for_report(bundle: Bundle, findings: list[Finding], *, forced: boo
     if item is None or item.minimal is not None:
         return False
     engine = bundle.config.engine.name
-    if not forced and (not small_enough(item.scenario) or get_engine(engine).missing_packages()):
+    if forced:
+        _engine_consent(bundle, engine_from_bundle, "report --minimize")
+    # On its own, report minimizes only on the self-contained reference engine: a bundle's
+    # server, checkpoint or key variable is used only when the user asks for it.
+    local = _self_contained(engine) or engine_from_bundle
+    if not forced and (
+        not local or not small_enough(item.scenario) or get_engine(engine).missing_packages()
+    ):
         err.print(
             f"[dim]report: {item.name} not minimized (run specseed minimize "
             f"{bundle.root} to shrink it)[/]"
@@ -233,6 +298,11 @@ def replay(
         typer.Option("--bundle", help="Write the replay as a bundle too.", metavar="DIR"),
     ] = None,
     show_all: Annotated[bool, typer.Option("--all", help="List equal requests too.")] = False,
+    engine_from_bundle: Annotated[bool, ENGINE_FROM_BUNDLE] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Replace an earlier bundle in --bundle DIR (says which)."),
+    ] = False,
 ) -> None:
     """Run a bundle's scenarios on this engine; diff against the recording.
 
@@ -247,31 +317,55 @@ def replay(
     from specseed.reporting.recording_diff import render_recording_diff
 
     with error_boundary(runs_engine=True):
+        check_writable(bundle_out, "bundle", directory=True)
+        check_bundle_folder(bundle_out, force=force)
         loaded = read_bundle(bundle)
         _notes(loaded.notes, out)
-        writer = None
+        if model is None:
+            _engine_consent(loaded, engine_from_bundle, "replay")
+        writer = reporter = None
         if bundle_out is not None:
             from specseed.bundle.format import recorded_scenarios
+            from specseed.reporting.bundle import BundleReporter
 
             config = loaded.config
-            writer = BundleWriter(bundle_out)
+            writer = BundleWriter(bundle_out, force=force)
             scenarios = [(s, [r.name for r in s.scenario.runs]) for s in recorded_scenarios(loaded)]
-            writer.start(config, scenarios, loaded.root, sys.argv[1:] or ["replay"])
+            try:
+                writer.start(config, scenarios, loaded.root, sys.argv[1:] or ["replay"])
+            except OSError as exc:
+                raise OutputError(
+                    f"cannot write the bundle in {bundle_out}: {exc.filename or bundle_out}: "
+                    f"{exc.strerror or exc}",
+                    hint="free space or give another directory; nothing ran",
+                ) from None
+            if writer.removed:
+                err.print(
+                    f"--force: removed the earlier bundle in {escape(str(bundle_out))}: "
+                    + escape(", ".join(writer.removed))
+                )
+            reporter = BundleReporter(writer)
         command = "specseed " + shlex.join(sys.argv[1:])
         result = run_replay(
             loaded,
             model,
-            on_event=writer.on_event if writer is not None else None,
+            on_event=reporter.on_event if reporter is not None else None,
             trace_writer=writer.trace_writer if writer is not None else None,
             command=command,
         )
         exit_code = EXIT_VIOLATION if result.audit.verdict == "fail" else EXIT_OK
-        if writer is not None:
-            writer.finish(result.audit, exit_code)
+        unwritten = None
+        if reporter is not None:
+            try:
+                reporter.finish(result.audit, exit_code)
+            except OutputError as exc:  # the result is printed first, then exit 5
+                unwritten = exc
         render_report(result.audit, out, exit_code, summary=True, command="replay")
         out.print()
         out.print("[bold]Replay against the recording[/] (A = recording, B = replay):")
         render_recording_diff(result.diff, out, show_all=show_all)
+        if unwritten is not None:
+            raise unwritten
     raise typer.Exit(EXIT_VIOLATION if result.diff.differs else EXIT_OK)
 
 
@@ -333,6 +427,7 @@ def minimize(
     max_audits: Annotated[
         int, typer.Option("--max-audits", min=1, help="Stop after this many audits.")
     ] = 60,
+    engine_from_bundle: Annotated[bool, ENGINE_FROM_BUNDLE] = False,
 ) -> None:
     from specseed.bundle.format import read_bundle, recorded_scenarios, write_minimal
     from specseed.bundle.minimize import minimize as shrink
@@ -342,10 +437,12 @@ def minimize(
     from specseed.scenarios.loader import load_audit_config
 
     with error_boundary(runs_engine=True):
+        check_writable(output, "minimal scenario")
         is_bundle = target.is_dir()
         wanted = None
         if is_bundle:
             loaded = read_bundle(target)
+            _engine_consent(loaded, engine_from_bundle, "minimize")
             config, base_dir = loaded.config, loaded.root
             candidates = {s.scenario.name: s for s in recorded_scenarios(loaded)}
             failing = [

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from specseed.audit.exit_codes import (
@@ -24,6 +23,7 @@ from specseed.audit.exit_codes import (
     EXIT_VIOLATION,
 )
 from specseed.core.errors import EngineError, InputError, OutputError, ScenarioError, SpecseedError
+from specseed.core.secrets import SafeConsole
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 # soft_wrap: a problem line (file:line: path: message) is never broken inside a path.
-stderr = Console(stderr=True, soft_wrap=True)
+stderr = SafeConsole(stderr=True, soft_wrap=True)
 
 
 def _print_error(exc: SpecseedError) -> None:

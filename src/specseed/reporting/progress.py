@@ -11,6 +11,7 @@ from collections import Counter
 from typing import TextIO
 
 from specseed.checks.findings import STATUSES
+from specseed.core.secrets import safe_text
 from specseed.core.wording import plural
 from specseed.reporting.base import Reporter
 from specseed.run.results import AuditEvent, AuditResult, AuditStarted, ScenarioChecked
@@ -26,7 +27,7 @@ class ProgressLines(Reporter):
 
     def _line(self, text: str) -> None:
         try:
-            self.stream.write(f"specseed: {text}\n")
+            self.stream.write(f"specseed: {safe_text(text)}\n")
             self.stream.flush()
         except (OSError, ValueError):  # a closed stderr must not stop the audit
             pass

@@ -45,7 +45,7 @@ class TraceDir:
     def lock(self) -> None:
         """Take the folder for this audit; ``TraceDirBusy`` if another audit holds it."""
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            self.root.mkdir(exist_ok=True)  # its parent must exist: a typo is not created
             handle = (self.root / LOCK_NAME).open("a+", encoding="utf-8")
         except OSError as exc:
             raise InputError(

@@ -25,6 +25,7 @@ from pydantic import ConfigDict, TypeAdapter
 
 from specseed.core.contracts import EventKind
 from specseed.core.errors import TraceWriteError
+from specseed.core.secrets import scrub_text
 
 TRACE_SCHEMA_VERSION = "1.2"
 """1.1 added ``observability``, ``fresh_engine``, ``warmup_batches``, ``warmup_batch`` and
@@ -378,7 +379,9 @@ class TraceWriter:
         try:
             if self._file is None:
                 self._file = self.path.open("w", encoding="utf-8")
-            self._file.write(line + "\n")
+            # Secrets out at the point the text leaves the process (an engine's error text
+            # may echo a key).
+            self._file.write(scrub_text(line, by_name=False) + "\n")
             self._file.flush()
         except OSError as exc:
             self.abandon()
@@ -470,6 +473,10 @@ def read_trace(lines: Iterable[str]) -> RunTrace:
             # truncated there. A bad line followed by more lines is a corrupt file.
             torn = f"line {number}: not a JSON record ({exc.msg})"
             continue
+        if not isinstance(payload, dict):
+            raise ValueError(
+                f"line {number}: a record is a JSON object, not {type(payload).__name__}"
+            )
         kind = payload.pop("record", None)
         if kind == "header":
             header = _header(payload)

@@ -21,6 +21,7 @@ from typing import NoReturn
 
 from specseed import __version__
 from specseed.core.errors import EngineError, InputError
+from specseed.core.secrets import hold, hold_url_credentials
 from specseed.engine_adapters.base import (
     EngineAdapter,
     EngineSettings,
@@ -64,10 +65,12 @@ class ResolvedEndpoint:
 
 
 def read_api_key(env_name: str | None) -> str | None:
-    """The API key from the named environment variable (never stored anywhere else)."""
+    """The API key from the named environment variable (never stored anywhere else; held by
+    the scrubber, so that no output of this process carries it, whoever echoes it)."""
     if env_name is None:
         return None
     key = os.environ.get(env_name)
+    hold(key)
     if not key:
         raise InputError(
             f"engine.options.api_key_env names {env_name}, which is not set",
@@ -131,6 +134,7 @@ class HttpAuditor:
         """Why the server stopped answering (later runs check once, then fail fast)."""
 
     def client(self, endpoint: Endpoint) -> CompletionClient:
+        hold_url_credentials(endpoint.base_url)  # echoes of a URL's password are scrubbed too
         return CompletionClient(endpoint.base_url, api_key=self._api_key, limits=self.limits)
 
     def connect(self) -> ResolvedEndpoint:
