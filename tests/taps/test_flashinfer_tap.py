@@ -194,9 +194,7 @@ def test_recordings_keep_the_values_of_their_call_when_buffers_are_reused(fs: Mo
             offsets.fill_(4 * step)
             seeds.add_(step)
             tokens = fs.sampling_from_probs(probs, seed=seeds, offset=offsets)
-            expected.append(
-                ([int(s) for s in seeds], [4 * step] * 3, [(int(t),) for t in tokens])
-            )
+            expected.append(([int(s) for s in seeds], [4 * step] * 3, [(int(t),) for t in tokens]))
             tokens.fill_(-1)  # the caller overwrites the returned tensor too
         assert len(tap._pending) == 3  # nothing copied to the host yet
         got = [
