@@ -15,7 +15,10 @@ the machine's load hits both alike. Prints per kernel:
    engine build, the engine's forward passes (target and draft head), the rest of the
    engine's runs (sampling, verification, bookkeeping), the checks, and everything else
    (planning, reports and I/O);
-3. with ``--jobs``: wall time of ``--jobs N`` against serial, alternated the same way (the
+3. the tiny target's forward alone, in this process on one torch thread (as the engine runs
+   it): CPU seconds (``time.thread_time``, which a busy machine disturbs less than wall time)
+   of a prefill of 8 x 20 tokens and 6 decode steps of 8 x 4, kernels alternated;
+4. with ``--jobs``: wall time of ``--jobs N`` against serial, alternated the same way (the
    audit caps N at the CPUs it may use; README says why).
 
 Nothing is asserted. The load average (``os.getloadavg``) is printed with each figure: on a
@@ -128,6 +131,42 @@ def alternate(
     return results
 
 
+def forward_ab(kernels: list[str], repeats: int) -> None:
+    import random
+
+    import torch
+
+    from specseed.engine_adapters.reference import numerics
+    from specseed.engine_adapters.reference.tiny import TINY_MODEL
+
+    torch.set_num_threads(1)
+    target = TINY_MODEL.build_target(0)
+    rng = random.Random(0)
+
+    def once() -> float:
+        caches = [target.new_cache() for _ in range(8)]
+        started = time.thread_time()
+        target.forward([(c, [rng.randrange(512) for _ in range(20)]) for c in caches])
+        for _ in range(6):
+            target.forward([(c, [rng.randrange(512) for _ in range(4)]) for c in caches])
+        spent = time.thread_time() - started
+        for c in caches:
+            c.release()
+        return spent
+
+    def measure(kernel: str) -> float:
+        numerics.LINEAR_KERNEL = kernel
+        return once()
+
+    cpu = alternate(kernels, repeats, measure)
+    print(f"\ntarget forward, prefill 8x20 + 6 steps of 8x4 (median CPU ms; {_load()})")
+    for kernel in kernels:
+        print(f"  {kernel:<10} {statistics.median(cpu[kernel]) * 1e3:7.1f} ms")
+    if len(kernels) == 2:
+        a, b = (statistics.median(cpu[k]) for k in kernels)
+        print(f"  {kernels[0]}/{kernels[1]} = {a / b:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -176,6 +215,8 @@ def main() -> None:
             values = [sum(s.values()) if part == "total" else s[part] for s in splits[kernel]]
             cells.append(f"{statistics.median(values):10.2f}s")
         print(f"{part:<34}" + "".join(cells))
+
+    forward_ab(kernels, max(5, args.repeats))
 
     if args.jobs:
         counts = [int(n) for n in args.jobs.split(",")]
