@@ -164,7 +164,7 @@ def main() -> None:
           f"{torch.get_num_threads()} torch threads")  # fmt: skip
     print(f"scenarios: {' '.join(args.scenarios)}; {on['runs']:.0f} runs per audit, "
           f"{on['failed_runs']:.0f} / {off['failed_runs']:.0f} crashed (wraps on / off)")  # fmt: skip
-    every = [on, off]
+    every = [on] if args.bare_only else [on, off]  # --bare-only: off is the same audit
     count = sum(a["starts"] for a in every)
     mean = sum(a["start_total"] for a in every) / count if count else 0.0
     print(f"engine start: {count:.0f} starts, mean {mean:.1f} s, "
