@@ -9,7 +9,13 @@ checkpoint ``specseed make-checkpoint`` writes (a fresh one in a temporary direc
 1. engine start (``vllm.LLM(...)``), every start the audits made: count, mean, min;
 2. the wall time of the audit with the RNG wraps on and, side by side, off (tokens only);
 3. the wraps' cost as ratios: (on - off) / off of the audit's wall time, and the time spent
-   inside the wraps' own work over the engine time of that audit (wall time less starts).
+   inside the wraps' own work over the engine time of that audit (wall time less starts);
+4. a bare vLLM script generating exactly the audit's requests (each run's warmup batches,
+   prior traffic and scenario requests, same sampling parameters and seeds, same arrival
+   steps) on one ``vllm.LLM`` per engine setting, started again only after a crash or where
+   the audit needs a fresh engine (unseeded sampled traffic), and the audit's wall time over
+   the bare script's (goal: within 1.3x). ``--bare-only`` runs only this and the audit with
+   the wraps on.
 
 Nothing is asserted; run it on an idle machine (the figures of a shared one are noisy).
 """
@@ -17,6 +23,7 @@ Nothing is asserted; run it on an idle machine (the figures of a shared one are 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import tempfile
 import time
@@ -60,10 +67,86 @@ def audit(checkpoint: Path, scenarios: list[str], observe: bool) -> dict[str, fl
     }
 
 
+def bare(checkpoint: Path, scenarios: list[str]) -> dict[str, float]:
+    """The audit's requests through vLLM alone: no observers, no traces, no checks."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+    from vllm.sampling_params import RequestOutputKind
+
+    from specseed.engine_adapters.base import warmup_requests
+    from specseed.engine_adapters.vllm.engine import VllmEngine
+    from specseed.plan.planning import base_settings, plan_audit
+    from specseed.scenarios.schema import AuditConfig, EngineConfig
+
+    config = AuditConfig(
+        engine=EngineConfig(
+            name="vllm",
+            checkpoint=checkpoint / "target",
+            draft_checkpoint=checkpoint / "draft",
+            contract="vllm-generators",
+        ),
+        scenarios=scenarios,
+    )
+    planned = plan_audit(config, checkpoint)
+    engine = VllmEngine(base_settings(config, checkpoint))  # builds LLM kwargs and tokenizes
+    started = time.perf_counter()
+    requests = crashes = 0
+    try:
+        for item in planned:
+            for plan in item.plans:
+                llm, _fresh = engine._engine_for(plan)
+                core = llm.llm_engine
+                batches = [
+                    [p for p in warmup_requests(plan) if p.warmup_batch == n]
+                    for n in range(len(plan.warmup_batches))
+                ]
+                batches += [list(plan.prior_traffic), list(plan.requests)]
+                try:
+                    for batch in batches:
+                        pending = sorted(batch, key=lambda r: r.arrival_step)
+                        step = 0
+                        while pending or core.has_unfinished_requests():
+                            while pending and pending[0].arrival_step <= step:
+                                r = pending.pop(0)
+                                requests += 1
+                                core.add_request(
+                                    f"bare{requests}:{r.request_id}",
+                                    TokensPrompt(prompt_token_ids=list(engine.encode(r.prompt))),
+                                    SamplingParams(
+                                        temperature=r.temperature,
+                                        top_k=r.top_k if r.top_k > 0 else 0,
+                                        top_p=r.top_p,
+                                        seed=r.seed,
+                                        max_tokens=r.max_tokens,
+                                        ignore_eos=True,
+                                        detokenize=False,
+                                        output_kind=RequestOutputKind.FINAL_ONLY,
+                                    ),
+                                )
+                            if not core.has_unfinished_requests():
+                                step = pending[0].arrival_step
+                                continue
+                            core.step()
+                            step += 1
+                except Exception:  # the audit records a crash and drops the engine: so do we
+                    crashes += 1
+                    engine.close()
+    finally:
+        engine.close()
+    return {
+        "wall": time.perf_counter() - started,
+        "starts": float(engine.engine_starts),
+        "start_total": sum(engine.engine_start_seconds),
+        "requests": float(requests),
+        "crashes": float(crashes),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenarios", nargs="*", default=["builtin"])
     parser.add_argument("--checkpoint", type=Path, default=None)
+    parser.add_argument("--bare-only", action="store_true", help="audit (wraps on) and bare")
     args = parser.parse_args()
 
     import torch
@@ -74,13 +157,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = args.checkpoint or make_checkpoint(Path(tmp) / "ckpt", seed=0).root
         on = audit(checkpoint, args.scenarios, observe=True)
-        off = audit(checkpoint, args.scenarios, observe=False)
+        off = on if args.bare_only else audit(checkpoint, args.scenarios, observe=False)
+        plain = bare(checkpoint, args.scenarios)
 
     print(f"vllm {vllm.__version__}, torch {torch.__version__}, {platform.machine()}, "
           f"{torch.get_num_threads()} torch threads")  # fmt: skip
     print(f"scenarios: {' '.join(args.scenarios)}; {on['runs']:.0f} runs per audit, "
           f"{on['failed_runs']:.0f} / {off['failed_runs']:.0f} crashed (wraps on / off)")  # fmt: skip
-    every = [on, off]
+    every = [on] if args.bare_only else [on, off]  # --bare-only: off is the same audit
     count = sum(a["starts"] for a in every)
     mean = sum(a["start_total"] for a in every) / count if count else 0.0
     print(f"engine start: {count:.0f} starts, mean {mean:.1f} s, "
@@ -93,6 +177,12 @@ def main() -> None:
     engine_time = on["wall"] - on["start_total"]
     print(f"time inside the wraps: {on['wraps']:.2f} s = "
           f"{on['wraps'] / engine_time:.1%} of the engine time ({engine_time:.1f} s)")  # fmt: skip
+    print(f"bare vLLM, same requests: {plain['wall']:.1f} s ({plain['requests']:.0f} requests, "
+          f"{plain['crashes']:.0f} crashes, {plain['starts']:.0f} engine starts "
+          f"{plain['start_total']:.1f} s)")  # fmt: skip
+    print(f"audit (wraps on) {on['wall']:.1f} s, {on['starts']:.0f} engine starts "
+          f"{on['start_total']:.1f} s; audit / bare = {on['wall'] / plain['wall']:.2f} "
+          f"(load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")  # fmt: skip
 
 
 if __name__ == "__main__":  # vLLM may spawn processes that import this module

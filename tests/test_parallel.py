@@ -119,3 +119,52 @@ def test_an_empty_shard_says_so_and_runs_nothing() -> None:
     result = CliRunner().invoke(app, ["audit", "-s", "distinct-seeds", "--shard", "2/2"])
     assert result.exit_code == 0, result.output
     assert "shard 2/2: no scenarios fall in this shard; nothing to run." in result.output
+
+
+def _children_states() -> dict[int, str]:
+    """State letter (``Z`` = defunct) of each child process of this one, from /proc."""
+    states = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        state, ppid = stat[stat.rindex(")") + 2 :].split()[:2]
+        if int(ppid) == os.getpid():
+            states[int(entry.name)] = state
+    return states
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_jobs_leave_no_defunct_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    from specseed.run import parallel
+
+    monkeypatch.setattr(parallel, "_cpu_count", lambda: 2)  # two workers even on one core
+    config = AuditConfig()
+    planned = [
+        p for p in plan_audit(config, Path.cwd()) if p.scenario.name in ("distinct-seeds", "uptime")
+    ]
+    before = _children_states()
+    result = parallel.run_audit_jobs(config, planned, Path.cwd(), jobs=2)
+    assert [s.scenario.name for s in result.scenarios] == ["distinct-seeds", "uptime"]
+    new = {pid: state for pid, state in _children_states().items() if pid not in before}
+    assert "Z" not in new.values(), new
+
+
+def test_jobs_are_capped_at_the_cpu_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    from specseed.run import parallel
+
+    monkeypatch.setattr(parallel, "_cpu_count", lambda: 1)
+    started = []
+    monkeypatch.setattr(
+        parallel.multiprocessing, "get_context", lambda *_a: started.append(1) or None
+    )
+    config = AuditConfig()
+    planned = [
+        p for p in plan_audit(config, Path.cwd()) if p.scenario.name in ("distinct-seeds", "uptime")
+    ]
+    result = parallel.run_audit_jobs(config, planned, Path.cwd(), jobs=4)
+    assert not started  # one CPU: served serially, no pool
+    assert [s.scenario.name for s in result.scenarios] == ["distinct-seeds", "uptime"]

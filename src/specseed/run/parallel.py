@@ -14,6 +14,7 @@ holds the ``--trace-dir`` lock; workers write their runs' traces into it.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -59,6 +60,13 @@ def shard(planned: Sequence[PlannedScenario], index: int, count: int) -> list[Pl
     return [p for p in planned if p.scenario.name in mine]
 
 
+def _cpu_count() -> int:
+    """CPUs this process may run on (the affinity mask where the platform has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
 # -- worker processes ---------------------------------------------------------------------
 
 _worker: dict[str, Any] = {}
@@ -74,6 +82,11 @@ def _init_worker(config: AuditConfig, settings: EngineSettings, trace_dir: Path 
     # SIGTERM, which ends the current run's trace with an Interrupted failure.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    # One torch thread per worker: N workers x the default thread count would spin OpenMP
+    # threads against each other (the bits do not depend on the thread count; numerics.py).
+    import torch
+
+    torch.set_num_threads(1)
     _worker.update(config=config, settings=settings, trace_dir=trace_dir)
 
 
@@ -118,7 +131,11 @@ def run_audit_jobs(
     """``run_audit`` with scenarios spread over ``jobs`` worker processes (same findings).
 
     Workers write their traces under ``trace_dir`` (``trace_writer`` serves the serial case
-    only); ``lock_trace_dir`` False when the caller already holds the folder's lock."""
+    only); ``lock_trace_dir`` False when the caller already holds the folder's lock.
+
+    ``jobs`` is capped at the CPUs this process may use: a worker beyond them only adds an
+    engine's start-up and memory. Each worker runs torch on one thread."""
+    jobs = min(jobs, _cpu_count())
     if jobs <= 1 or len(planned) <= 1:
         return run_audit(
             config,
@@ -171,6 +188,10 @@ def run_audit_jobs(
         pool.join()
     finally:
         pool.terminate()
+        pool.join()  # reap every worker, also after an error or an interrupt
+        # active_children() waits for any other finished child of ours (none expected), so
+        # the audit never leaves a defunct process behind.
+        multiprocessing.active_children()
         if lock is not None:
             lock.release()
     results = tuple(done[i] for i in sorted(done))

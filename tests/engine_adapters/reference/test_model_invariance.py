@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
+from specseed.engine_adapters.reference import numerics
 from specseed.engine_adapters.reference.config import LlamaConfig
 from specseed.engine_adapters.reference.draft import Eagle3DraftHead
 from specseed.engine_adapters.reference.fingerprint import fingerprint
@@ -51,6 +52,33 @@ def test_kernels_give_each_row_the_same_bits_for_any_row_count(rows: int) -> Non
     # torch's elementwise loops; silu must not care.
     reference_silu = torch.cat([silu(x[r : r + 1]) for r in range(300)])
     assert_bitwise(silu(x[:rows].contiguous()), reference_silu[:rows])
+
+
+@pytest.mark.parametrize("kernel", ["blocked", "broadcast"])
+def test_linear_row_bits_ignore_batch_size_position_and_thread_count(
+    kernel: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every batch size 1..40 (across the 16-row blocks), the row at every position, and
+    # 1, 2 and 3 torch threads: the row's bits never move. Shapes are the tiny model's.
+    monkeypatch.setattr(numerics, "LINEAR_KERNEL", kernel)
+    generator = torch.Generator().manual_seed(3)
+    others = torch.randn(40, 64, generator=generator)
+    row = torch.randn(1, 64, generator=generator)
+    weight = torch.randn(512, 64, generator=generator)
+    bias = torch.randn(512, generator=generator)
+    before = torch.get_num_threads()
+    try:
+        expected = linear(row, weight, bias)[0]
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            for size in range(1, 41):
+                for position in {0, size // 2, size - 1}:
+                    batch = others[:size].clone()
+                    batch[position] = row[0]
+                    out = linear(batch, weight, bias)
+                    assert torch.equal(out[position], expected), (threads, size, position)
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_attention_ignores_key_blocks_past_every_row() -> None:

@@ -8,8 +8,13 @@ remainder rows of a tile, so a row's bits depend on how many rows share the call
 here in float32 for M < 12, and in float64 for every M that is not a multiple of 4; a float64
 pipeline cast to float32 at the end only makes a flip rare, not impossible).
 
-So every contraction here is an elementwise product followed by ``sum`` over the last,
-contiguous dimension. torch's CPU sum reduces each output element over that dimension in one
+So :func:`linear` never lets the row count reach BLAS: it pads the rows to whole blocks of
+:data:`ROW_BLOCK` and makes one ``torch.mm`` call per block, so every call has one shape
+(``[ROW_BLOCK, in] x [in, out]``) and MKL runs the same kernel, with the same reduction order
+over ``in``, whatever the batch; a row's bits then depend on its own inputs alone (the tests
+hold this across batch sizes, row positions and thread counts). The other contractions
+(attention) are an elementwise product followed by ``sum`` over the last, contiguous
+dimension. torch's CPU sum reduces each output element over that dimension in one
 fixed order that depends only on its length (and the machine's vector width), and products,
 sums, quotients and square roots are correctly rounded, so each output element is a function
 of its own inputs alone. The remaining pieces follow the same rule:
@@ -36,6 +41,7 @@ weights themselves are the same everywhere (see ``seeded``).
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 
@@ -53,8 +59,45 @@ position instead of the full cache capacity (a 4x saving for short sequences in 
 cache); see :func:`attention` for why that keeps the bits."""
 
 
+ROW_BLOCK = 16
+"""Rows of every ``torch.mm`` call :func:`linear` makes. Any fixed block keeps the bits; 16
+covers a decode step of the default audit (8 requests x up to K + 1 positions) in one or two
+calls without padding a single-row call out to much wasted work."""
+
+LINEAR_KERNEL = os.environ.get("SPECSEED_LINEAR", "blocked")
+"""``blocked`` (the default, :func:`blocked_linear`) or ``broadcast``
+(:func:`broadcast_linear`, the earlier kernel). Both are batch-invariant but round
+differently, so runs compare only under one kernel; ``broadcast`` is kept for
+benchmarks/bench_default_audit.py, which times the two side by side."""
+
+
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``x @ weight.T + bias`` for ``x [rows, in]`` and ``weight [out, in]``, row-invariant."""
+    if LINEAR_KERNEL == "broadcast":
+        return broadcast_linear(x, weight, bias)
+    return blocked_linear(x, weight, bias)
+
+
+def blocked_linear(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
+) -> torch.Tensor:
+    """:func:`linear` as one fixed-shape ``torch.mm`` per block of :data:`ROW_BLOCK` rows."""
+    rows = x.shape[0]
+    blocks = -(-rows // ROW_BLOCK)
+    padded = x.new_zeros(blocks * ROW_BLOCK, x.shape[1])
+    padded[:rows] = x  # a copy, so every call also sees one memory layout
+    out = x.new_empty(blocks * ROW_BLOCK, weight.shape[0])
+    weight_t = weight.t()
+    for start in range(0, blocks * ROW_BLOCK, ROW_BLOCK):
+        torch.mm(padded[start : start + ROW_BLOCK], weight_t, out=out[start : start + ROW_BLOCK])
+    out = out[:rows]
+    return out if bias is None else out + bias
+
+
+def broadcast_linear(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
+) -> torch.Tensor:
+    """:func:`linear` as an elementwise product and ``sum`` over ``in`` (no BLAS at all)."""
     if x.stride(-1) != 1:
         x = x.contiguous()
     rows = x.shape[0]
