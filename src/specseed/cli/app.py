@@ -26,8 +26,10 @@ def _flags_show_no_placeholder() -> None:
     for all of them (an option with its own metavar keeps it)."""
     from typer.core import TyperOption
 
-    shown = TyperOption.display_type_rich
-    if getattr(shown, "_specseed", False):
+    # A private hook of typer's rich help: where a typer release lacks it, the placeholders
+    # stay (cosmetic) and the CLI still starts.
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "_specseed", False):
         return
 
     def display_type_rich(self: TyperOption, ctx: Any) -> str | None:

@@ -321,11 +321,10 @@ class FlashinferTap:
 
         @functools.wraps(original)
         def tapped(*args: Any, **kwargs: Any) -> Any:
-            index = len(self._calls)
             if _capturing():
                 result = original(*args, **kwargs)
                 self._calls.append(
-                    TapCall(index, name, "tensor", None, False, self.version, None, True)
+                    TapCall(len(self._calls), name, "tensor", None, False, self.version, None, True)
                 )
                 return result
             bound = _bind(signature, args, kwargs)
@@ -344,8 +343,10 @@ class FlashinferTap:
                 output, emitted = _kept(result[0]), _kept(result[2])
             else:
                 output, emitted = _kept(result[0] if isinstance(result, tuple) else result), None
+            # The index is taken after the call: a tapped function that calls another tapped
+            # one (a joint kernel through its parts) appends the inner call first.
             call = TapCall(
-                index=index,
+                index=len(self._calls),
                 function=name,
                 seed_kind=_seed_kind(seed_arg, offset_arg),
                 seed_length=int(seed_arg.numel()) if isinstance(seed_arg, torch.Tensor) else None,
