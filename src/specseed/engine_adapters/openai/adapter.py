@@ -140,7 +140,7 @@ class HttpAuditor:
         except HttpEngineError as exc:
             raise EngineError(
                 f"cannot audit {self.options.base_url}: {exc.message}",
-                hint="start the server first, or fix engine.options.base_url",
+                hint=exc.hint or "start the server first, or fix engine.options.base_url",
             ) from None
 
     async def _resolve_once(self, endpoint: Endpoint) -> ResolvedEndpoint:
