@@ -76,11 +76,13 @@ _worker: dict[str, Any] = {}
 
 
 def _raise_interrupt(signum: int, _frame: object) -> None:
-    if not _worker.get("serving"):
-        # An idle worker has no trace to end: leave at once (raising here would escape the
-        # executor's worker loop with a traceback).
-        os._exit(143)
-    raise AuditInterrupted(signal.Signals(signum).name)
+    _worker["stopping"] = True
+    if _worker.get("serving"):
+        raise AuditInterrupted(signal.Signals(signum).name)
+    # An idle worker has no trace to end. Raising here would escape the executor's worker
+    # loop with a traceback, and leaving (os._exit) would break the pool under the workers
+    # still ending their traces: remember it, refuse the next task, and let the executor's
+    # shutdown end this process.
 
 
 def _init_worker(config: AuditConfig, settings: EngineSettings, trace_dir: Path | None) -> None:
@@ -107,6 +109,8 @@ def _serve(task: tuple[int, PlannedScenario]) -> tuple[int, ScenarioResult, dict
     index, item = task
     trace_dir = _worker["trace_dir"]
     folder = TraceDir(trace_dir) if trace_dir is not None else None  # the parent holds the lock
+    if _worker.get("stopping"):
+        raise SystemExit(143)  # the audit was stopped before this task began
     _worker["serving"] = True
     try:
         engine = _engine()
