@@ -193,8 +193,8 @@ def run_audit_jobs(
             for index, item in enumerate(planned):
                 pending[executor.submit(_serve, (index, item))] = item.scenario.name
             while pending:
-                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
+                ready, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in ready:
                     index, result, env = future.result()
                     del pending[future]
                     done[index] = result
