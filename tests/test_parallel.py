@@ -168,3 +168,69 @@ def test_jobs_are_capped_at_the_cpu_count(monkeypatch: pytest.MonkeyPatch) -> No
     result = parallel.run_audit_jobs(config, planned, Path.cwd(), jobs=4)
     assert not started  # one CPU: served serially, no pool
     assert [s.scenario.name for s in result.scenarios] == ["distinct-seeds", "uptime"]
+
+
+KILL_WORKERS = """
+import importlib.abc
+import importlib.machinery
+import os
+import signal
+import sys
+
+# Only in --jobs workers (spawned with --multiprocessing-fork): when specseed.run.parallel is
+# imported, wrap its _serve so that the worker SIGKILLs itself on its first scenario, as the
+# OOM killer would.
+if "--multiprocessing-fork" in sys.argv:
+
+    class _Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name != "specseed.run.parallel":
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            original = spec.loader.exec_module
+
+            def exec_module(module):
+                original(module)
+                module._serve = lambda task: os.kill(os.getpid(), signal.SIGKILL)
+
+            spec.loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, _Finder())
+"""
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                environ = (entry / "environ").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in environ:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
+def test_a_killed_worker_is_exit_3_naming_the_scenario(tmp_path: Path) -> None:
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(KILL_WORKERS)
+    marker = f"SPECSEED_TEST_MARKER={tmp_path.name}"
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{hook}{os.pathsep}{ROOT / 'src'}",
+        "SPECSEED_TEST_MARKER": tmp_path.name,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "specseed", "audit", "--no-progress", "--jobs", "2",
+         "-s", "distinct-seeds", "-s", "uptime"],
+        capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "a worker process died while serving" in done.stderr
+    assert "distinct-seeds" in done.stderr or "uptime" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert _processes_with(marker) == []  # no worker outlives the audit

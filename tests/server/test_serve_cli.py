@@ -68,3 +68,31 @@ def test_serving_another_engine_is_refused(tmp_path: Path) -> None:
     )
     assert done.returncode == 3, done.stderr
     assert "runs the reference engine" in done.stderr
+
+
+HIDE_FASTAPI = """
+import sys
+
+class _Hide:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("fastapi", "uvicorn"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, _Hide())
+"""
+
+
+def test_without_the_http_extra_it_is_one_line_and_the_install_hint(tmp_path: Path) -> None:
+    (tmp_path / "sitecustomize.py").write_text(HIDE_FASTAPI)
+    done = subprocess.run(
+        [sys.executable, "-m", "specseed", "serve", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": f"{tmp_path}:{SRC}", "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 3, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "needs the http extra" in done.stderr and "specseed[http]" in done.stderr
+    assert len(done.stderr.strip().splitlines()) <= 3, done.stderr

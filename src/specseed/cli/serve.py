@@ -71,11 +71,12 @@ def serve(
     from specseed.plan.planning import base_settings
     from specseed.scenarios.loader import load_audit_config
     from specseed.scenarios.schema import AuditConfig
-    from specseed.server.launch import ServeOptions, is_loopback
+    from specseed.server.launch import ServeOptions, is_loopback, require_http_extra
     from specseed.server.launch import serve as run_server
 
     err = Console(stderr=True)
     with error_boundary():
+        require_http_extra()
         if model_yaml is not None:
             config = load_audit_config(model_yaml)
             base_dir = model_yaml.parent

@@ -1,20 +1,30 @@
-"""Text from outside (servers, bundles, scenario files) made safe to print on a terminal."""
+"""Text that came from outside (a server's error, a bundle's field) made safe to print.
+
+A terminal obeys escape sequences: an error body holding ``ESC ]`` or ``ESC [2J`` would
+retitle, clear or rewrite the user's terminal if it were printed raw. ``printable`` keeps
+newlines and tabs and writes every other C0/C1 control character (and DEL) as a visible
+escape, so the text still says what the server said.
+"""
 
 from __future__ import annotations
 
 import re
 
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-"""C0 controls but newline and tab, DEL, and the C1 controls (a terminal acts on them: ESC
-starts an escape sequence, CR rewrites the line, U+009B is a one-character CSI)."""
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group(0))
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    code = ord(match.group())
+    return f"\\x{code:02x}"
 
 
-def printable(text: str) -> str:
-    """``text`` with every control character but newline and tab written as ``\\xNN``, so
-    that printing it cannot move the cursor, recolour or retitle the terminal."""
-    return _CONTROLS.sub(_escape, text)
+def printable(text: str, limit: int | None = None) -> str:
+    """``text`` with control characters other than newline and tab escaped (``\\x1b``).
+
+    ``limit`` cuts the result to that many characters (with ``…``), for text whose length an
+    outsider chose.
+    """
+    safe = _CONTROL.sub(_escape, text)
+    if limit is not None and len(safe) > limit:
+        return safe[: max(0, limit - 1)] + "…"
+    return safe

@@ -9,19 +9,28 @@ Jobs run independent scenarios in worker processes (``spawn``: each loads its ow
 memory grows by one engine per job). Every run already starts on fresh engine state, so the
 findings are those of a serial audit; results are put back in the planned order. The parent
 holds the ``--trace-dir`` lock; workers write their runs' traces into it.
+
+Workers live in a ``concurrent.futures.ProcessPoolExecutor`` rather than a
+``multiprocessing.Pool``: a worker that dies without a word (SIGKILL from the OOM killer)
+breaks the executor, and every waiting call raises ``BrokenProcessPool`` at once, where a
+``Pool`` replaces the worker and waits forever for the task it lost. The audit then stops
+with ``EngineError`` (exit 3) naming the scenarios that were in flight.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
-from specseed.core.errors import AuditInterrupted, InputError, ScenarioError
+from specseed.core.errors import AuditInterrupted, EngineError, InputError, ScenarioError
 from specseed.engine_adapters.base import EngineAdapter, EngineSettings
 from specseed.plan.planning import PlannedScenario, engine_settings
 from specseed.run.execute import create_adapter, run_audit, serve_scenario
@@ -74,7 +83,13 @@ _worker: dict[str, Any] = {}
 
 
 def _raise_interrupt(signum: int, _frame: object) -> None:
-    raise AuditInterrupted(signal.Signals(signum).name)
+    _worker["stopping"] = True
+    if _worker.get("serving"):
+        raise AuditInterrupted(signal.Signals(signum).name)
+    # An idle worker has no trace to end. Raising here would escape the executor's worker
+    # loop with a traceback, and leaving (os._exit) would break the pool under the workers
+    # still ending their traces: remember it, refuse the next task, and let the executor's
+    # shutdown end this process.
 
 
 def _init_worker(config: AuditConfig, settings: EngineSettings, trace_dir: Path | None) -> None:
@@ -106,6 +121,9 @@ def _serve(task: tuple[int, PlannedScenario]) -> tuple[int, ScenarioResult, dict
     index, item = task
     trace_dir = _worker["trace_dir"]
     folder = TraceDir(trace_dir) if trace_dir is not None else None  # the parent holds the lock
+    if _worker.get("stopping"):
+        raise SystemExit(143)  # the audit was stopped before this task began
+    _worker["serving"] = True
     try:
         engine = _engine()
         result = serve_scenario(engine, item, _worker["config"], folder, lambda _event: None)
@@ -113,7 +131,18 @@ def _serve(task: tuple[int, PlannedScenario]) -> tuple[int, ScenarioResult, dict
         # The parent stopped the audit; serve_scenario already ended the current trace.
         # SystemExit leaves the worker without a traceback.
         raise SystemExit(143) from None
+    finally:
+        _worker["serving"] = False
     return index, result, engine.environment()
+
+
+def _stop_workers(executor: ProcessPoolExecutor) -> None:
+    """SIGTERM every live worker (the executor has no public way to stop busy workers)."""
+    processes = getattr(executor, "_processes", None) or {}
+    for process in list(processes.values()):
+        if process.is_alive() and process.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGTERM)
 
 
 def run_audit_jobs(
@@ -158,9 +187,13 @@ def run_audit_jobs(
     # Workers build their engines from the settings planning resolved (never validated again).
     settings = engine_settings(planned, config, base_dir)
     context = multiprocessing.get_context("spawn")
-    pool = context.Pool(
-        min(jobs, len(planned)), _init_worker, (config, settings, trace_dir), maxtasksperchild=None
+    executor = ProcessPoolExecutor(
+        min(jobs, len(planned)),
+        mp_context=context,
+        initializer=_init_worker,
+        initargs=(config, settings, trace_dir),
     )
+    pending: dict[Future[tuple[int, ScenarioResult, dict[str, str]]], str] = {}
     try:
         emit(
             AuditStarted(
@@ -170,28 +203,41 @@ def run_audit_jobs(
             )
         )
         try:
-            problems = pool.apply(_validate, (list(planned),))
+            problems = executor.submit(_validate, list(planned)).result()
             if problems:
                 raise ScenarioError("the engine cannot serve these scenarios as written", problems)
-            for index, result, env in pool.imap_unordered(_serve, list(enumerate(planned))):
-                done[index] = result
-                environment = env
-                for name, trace in result.traces.items():
-                    emit(RunStarted(result.scenario.name, name))
-                    emit(RunFinished(result.scenario.name, name, trace.end.seconds, trace.failed))
-                emit(ScenarioChecked(result))
+            for index, item in enumerate(planned):
+                pending[executor.submit(_serve, (index, item))] = item.scenario.name
+            while pending:
+                ready, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in ready:
+                    index, result, env = future.result()
+                    del pending[future]
+                    done[index] = result
+                    environment = env
+                    for name, trace in result.traces.items():
+                        emit(RunStarted(result.scenario.name, name))
+                        emit(
+                            RunFinished(result.scenario.name, name, trace.end.seconds, trace.failed)
+                        )
+                    emit(ScenarioChecked(result))
+        except BrokenProcessPool:
+            lost = ", ".join(sorted(set(pending.values()))) or "the engine check"
+            raise EngineError(
+                f"a worker process died while serving: {lost} (killed without a word, as "
+                "the out-of-memory killer does); the other scenarios' results are lost",
+                hint="use fewer --jobs (each loads its own engine) or give the audit more memory",
+            ) from None
         except KeyboardInterrupt as exc:
             interrupted = exc.signal_name if isinstance(exc, AuditInterrupted) else "SIGINT"
-            pool.terminate()  # SIGTERM: each worker ends its current trace, then stops
+            _stop_workers(executor)  # SIGTERM: each worker ends its current trace, then stops
+            executor.shutdown(wait=True, cancel_futures=True)
         else:
-            pool.close()
-        pool.join()
+            executor.shutdown(wait=True)
     finally:
-        pool.terminate()
-        pool.join()  # reap every worker, also after an error or an interrupt
-        # active_children() waits for any other finished child of ours (none expected), so
-        # the audit never leaves a defunct process behind.
-        multiprocessing.active_children()
+        _stop_workers(executor)
+        executor.shutdown(wait=True, cancel_futures=True)  # joins them: no defunct processes
+        multiprocessing.active_children()  # reap any other finished child of ours
         if lock is not None:
             lock.release()
     results = tuple(done[i] for i in sorted(done))

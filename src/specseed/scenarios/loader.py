@@ -48,6 +48,10 @@ MAX_FILE_BYTES = 1 << 20
 """Largest model.yaml or scenario file read (1 MiB; the library's largest is under 2 KiB)."""
 MAX_DEPTH = 64
 """Deepest YAML nesting accepted (a scenario nests 5 levels)."""
+INT_TAG = "tag:yaml.org,2002:int"
+MAX_INT_CHARS = 40
+"""Longest integer literal accepted: 2**64 has 20 digits; 40 leaves room for a sign, ``_``
+separators and ``0x``/``0b`` forms, and is far below where ``int()`` gets slow."""
 
 
 def read_source(path: Path) -> str:
@@ -130,6 +134,15 @@ def _structure_problems(root: yaml.Node, source: str) -> list[str]:
                 stack.append((value, depth + 1))
         elif isinstance(node, yaml.SequenceNode):
             stack.extend((item, depth + 1) for item in node.value)
+        elif node.tag == INT_TAG and len(node.value) > MAX_INT_CHARS:
+            # Checked on the node, before construction: int() of a long digit string is
+            # slow, and past 4300 digits Python refuses it with a ValueError traceback.
+            digits = sum(c.isdigit() for c in node.value)
+            problems.append(
+                f"{source}:{node.start_mark.line + 1}: an integer of {digits} digits; no field "
+                f"takes one that long (seeds are uint64: 0 <= seed < 2**64, at most 20 "
+                "digits). Write a smaller number."
+            )
     return problems
 
 

@@ -32,6 +32,15 @@ from specseed.engine_adapters.registry import engine_names
 UINT64_MAX = (1 << 64) - 1
 INT64_MIN = -(1 << 63)
 DEFAULT_DISTRIBUTION_SAMPLES = 200
+TOKEN_ID_MAX = 2**31 - 1
+"""Largest token id or top_k: engines hold them as int32."""
+MAX_PROMPT_LENGTH = 32_768
+"""Longest prompt a scenario may hold (ids, or characters of text); the reference engine's
+KV capacity is far smaller, and a longer prompt is a typo or an attack, not a test."""
+MAX_SERVED_REQUESTS = 65_536
+"""Most requests one run may serve, distribution copies included (bounds plan memory)."""
+MAX_REQUESTS = 4096
+"""Most requests a scenario defines (the library's largest defines 16)."""
 """Copies per request when a scenario's ``distribution`` names no ``samples``."""
 
 MIN_TEMPERATURE = 1e-5
@@ -216,7 +225,7 @@ class RequestDefaults(StrictModel):
 
     seed: int | None = Field(None, ge=INT64_MIN, le=UINT64_MAX)
     temperature: float = Field(1.0, ge=0.0, le=100.0, description=TEMPERATURE_HELP)
-    top_k: int = Field(0, ge=0)
+    top_k: int = Field(0, ge=0, le=TOKEN_ID_MAX)
     top_p: float = Field(1.0, gt=0.0, le=1.0, description=TOP_P_HELP)
     max_tokens: int = Field(16, ge=1, le=4096)
 
@@ -234,8 +243,10 @@ class RequestDefaults(StrictModel):
 class RequestSpec(StrictModel):
     """One request of a scenario. Unset sampling fields come from the scenario's defaults."""
 
-    prompt: list[Annotated[int, Field(ge=0)]] | str = Field(
-        description="Prompt token ids, or text (encoded by the engine's tokenizer)."
+    prompt: list[Annotated[int, Field(ge=0, le=TOKEN_ID_MAX)]] | str = Field(
+        max_length=MAX_PROMPT_LENGTH,
+        description=f"Prompt token ids, or text (encoded by the engine's tokenizer); at most "
+        f"{MAX_PROMPT_LENGTH} ids or characters.",
     )
     seed: int | None = Field(
         None,
@@ -244,7 +255,7 @@ class RequestSpec(StrictModel):
         description="SamplingParams.seed: a uint64, or an int64 whose bits are used; null = unseeded.",
     )
     temperature: float | None = Field(None, ge=0.0, le=100.0, description=TEMPERATURE_HELP)
-    top_k: int | None = Field(None, ge=0, description="0 = no top-k filter.")
+    top_k: int | None = Field(None, ge=0, le=TOKEN_ID_MAX, description="0 = no top-k filter.")
     top_p: float | None = Field(None, gt=0.0, le=1.0, description=TOP_P_HELP)
     max_tokens: int | None = Field(None, ge=1, le=4096)
 
@@ -502,6 +513,47 @@ def cross_reference_problems(scenario: Any) -> list[tuple[Loc, str]]:
                     "distribution: " + _unknown("request", request, request_names),
                 )
             )
+    if distribution is not None:
+        problems.extend(_copy_collisions(scenario, distribution))
+    return problems
+
+
+_COPY_SUFFIX = re.compile(r"^(?P<base>.+)\.(?P<index>[0-9]+)$")
+
+
+def _copy_collisions(scenario: Scenario, spec: DistributionSpec) -> list[tuple[Loc, str]]:
+    """Request names that a distribution copy would also be called.
+
+    Copies are named ``<request>.<i>``; a request literally named ``a.1`` next to a copied
+    ``a`` would merge two streams under one id. Names stay as they are (traces and bundles
+    carry them); the scenario that makes them ambiguous is refused instead.
+    """
+    copied = set(scenario.requests if spec.requests is None else spec.requests)
+    problems: list[tuple[Loc, str]] = []
+    for run in scenario.runs:
+        templates = sum(1 for n in run.requests if n in copied)
+        served = len(run.requests) - templates + templates * spec.samples
+        if served > MAX_SERVED_REQUESTS:
+            problems.append(
+                (
+                    ("distribution", "samples"),
+                    f"run {run.name!r} would serve {served} requests ({templates} copied "
+                    f"{spec.samples} times); at most {MAX_SERVED_REQUESTS}. Lower samples or "
+                    "copy fewer requests.",
+                )
+            )
+            break
+    for name in scenario.requests:
+        match = _COPY_SUFFIX.match(name)
+        if match and match["base"] in copied:
+            problems.append(
+                (
+                    ("requests", name),
+                    f"request {name!r} has the name of copy {match['index']} of request "
+                    f"{match['base']!r} (distribution copies are named <request>.<i>). "
+                    "Rename it, e.g. without the dot.",
+                )
+            )
     return problems
 
 
@@ -534,8 +586,8 @@ class Scenario(StrictModel):
         default_factory=list, description="Defect ids this scenario is built to expose."
     )
     defaults: RequestDefaults = Field(default_factory=RequestDefaults)  # type: ignore[arg-type]
-    requests: dict[Slug, RequestSpec] = Field(min_length=1)
-    runs: list[RunSpec] = Field(min_length=1)
+    requests: dict[Slug, RequestSpec] = Field(min_length=1, max_length=MAX_REQUESTS)
+    runs: list[RunSpec] = Field(min_length=1, max_length=256)
     expect: list[Expectation] = Field(default_factory=list)
     default_audit: bool = Field(
         True,

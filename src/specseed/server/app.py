@@ -21,11 +21,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from specseed import __version__
 from specseed.engine_adapters.base import RequestPlan
 from specseed.engine_adapters.reference.live import LiveEngine, LiveResult
 from specseed.server.protocol import (
+    MAX_BODY_BYTES,
     CompletionChoice,
     CompletionRequest,
     CompletionResponse,
@@ -46,6 +48,61 @@ def _settle(future: asyncio.Future[LiveResult], result: LiveResult) -> None:
         future.set_result(result)
 
 
+class BodyLimit:
+    """ASGI middleware: a request body past ``limit`` bytes is a 413, whether it declares its
+    length or streams chunks; the rest is never read."""
+
+    def __init__(self, app: ASGIApp, *, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            await self._too_large(send)
+            return
+        seen = 0
+        started = False
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    # An HTTPException: FastAPI passes those on (any other error while it
+                    # reads the body becomes its own 400).
+                    raise _BodyTooLarge(413, f"the request body is larger than {self.limit} bytes")
+            return message
+
+        async def tracking(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited, tracking)
+        except _BodyTooLarge:
+            if not started:
+                await self._too_large(send)
+
+    async def _too_large(self, send: Send) -> None:
+        message = f"the request body is larger than {self.limit} bytes"
+        response = JSONResponse(error_body(message, "invalid_request_error", 413), status_code=413)
+        await response({"type": "http"}, _no_body, send)
+
+
+class _BodyTooLarge(HTTPException):
+    pass
+
+
+async def _no_body() -> Message:
+    return {"type": "http.request", "body": b"", "more_body": False}
+
+
 def create_app(
     live: LiveEngine, *, model_name: str = DEFAULT_MODEL_NAME, api_key: str | None = None
 ) -> FastAPI:
@@ -60,6 +117,7 @@ def create_app(
             live.stop()
 
     app = FastAPI(title="specseed serve", version=__version__, lifespan=lifespan)
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
     served = {"completions": 0}
 
     def authorize(
@@ -131,12 +189,25 @@ def create_app(
                 raise HTTPException(
                     400, f"prompt: token ids {bad[:5]} are outside the vocabulary (size {vocab})"
                 )
+        # Checked here, before the request joins a batch: a request the engine cannot hold
+        # would fail the step, and with it every other request in flight.
+        prompt = tuple(body.prompt) if isinstance(body.prompt, list) else body.prompt
+        needed = len(live.engine.encode(prompt)) + body.max_tokens + live.lookahead
+        if needed > live.capacity:
+            raise HTTPException(
+                400,
+                f"prompt + max_tokens: the request needs {needed} KV positions (prompt "
+                f"{needed - body.max_tokens - live.lookahead}, max_tokens {body.max_tokens}, "
+                f"draft lookahead {live.lookahead}); this engine holds {live.capacity} per "
+                "request. Shorten the prompt or lower max_tokens.",
+            )
         plan = RequestPlan(
             request_id=live.new_request_id(),
-            prompt=tuple(body.prompt) if isinstance(body.prompt, list) else body.prompt,
+            prompt=prompt,
             seed=body.seed,
             temperature=body.temperature,
-            top_k=max(body.top_k, 0),
+            # top_k at or past the vocabulary keeps every token: no filter, as in vLLM.
+            top_k=0 if body.top_k >= vocab else max(body.top_k, 0),
             top_p=body.top_p,
             max_tokens=body.max_tokens,
         )

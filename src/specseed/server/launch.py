@@ -11,7 +11,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from specseed.core.errors import EngineError, InputError
+from specseed.core.errors import EngineError, EngineUnavailable, InputError
 from specseed.engine_adapters.base import EngineSettings
 
 
@@ -25,6 +25,23 @@ class ServeOptions:
     api_key: str | None = None
     batch_window_s: float = 0.02
     """How long an idle engine waits for more arrivals before its first step."""
+
+
+HTTP_MODULES = ("fastapi", "uvicorn")
+"""What ``specseed serve`` imports beyond the core dependencies (the ``http`` extra)."""
+
+
+def require_http_extra() -> None:
+    """``EngineUnavailable`` (one line and the install hint) when the ``http`` extra is
+    missing, instead of an import traceback from deep inside the server."""
+    for module in HTTP_MODULES:
+        try:
+            __import__(module)
+        except ImportError as exc:
+            raise EngineUnavailable(
+                f"specseed serve needs the http extra: {exc}",
+                hint="pip install 'specseed[http]'",
+            ) from None
 
 
 def is_loopback(host: str) -> bool:

@@ -11,6 +11,11 @@ that says so, never ignored):
 
 The request models are what FastAPI publishes in ``/openapi.json``, so a client that
 detects its server's dialect from the schema sees both fields here.
+
+Sampling values are validated, never clamped, with one exception: a value the engine cannot
+sample with (a temperature below 1e-5, a top_p below the smallest normal float32, NaN or
+infinity anywhere) is a 400 naming the field, where it used to crash the step of every request
+sharing it. ``top_k`` at or above the vocabulary size means no filter, as in vLLM.
 """
 
 from __future__ import annotations
@@ -19,10 +24,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from specseed.scenarios.schema import MIN_TEMPERATURE, MIN_TOP_P, TOKEN_ID_MAX
+
 INT64_MIN = -(1 << 63)
 UINT64_MAX = (1 << 64) - 1
 MAX_TOKENS_LIMIT = 4096
 """Most tokens one request may ask for (keeps one request's work bounded)."""
+MAX_BODY_BYTES = 1 << 20
+"""Largest request body read (1 MiB; a prompt of the longest the engine holds is ~4 KiB)."""
 
 
 class CompletionRequest(BaseModel):
@@ -30,7 +39,7 @@ class CompletionRequest(BaseModel):
 
     # Unknown fields are ignored, as OpenAI-compatible servers do: clients send extras
     # (user, logit_bias, ...) that do not change what this engine computes.
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
     model: str | None = Field(None, description="Served model name (see /v1/models).")
     prompt: str | list[int] = Field(
@@ -42,9 +51,27 @@ class CompletionRequest(BaseModel):
         le=UINT64_MAX,
         description="Per-request sampling seed; an int64 is read as its uint64 bits.",
     )
-    temperature: float = Field(1.0, ge=0.0, le=100.0, description="0 = greedy.")
-    top_k: int = Field(0, ge=-1, description="0 or -1 = no top-k filter.")
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    temperature: float = Field(
+        1.0,
+        ge=0.0,
+        le=100.0,
+        description=f"0 = greedy; otherwise from {MIN_TEMPERATURE:g} to 100 (smaller values "
+        "overflow float32 logits): anything else is a 400, never clamped.",
+    )
+    top_k: int = Field(
+        0,
+        ge=-1,
+        le=TOKEN_ID_MAX,
+        description="0 or -1 = no top-k filter; at or above the vocabulary size, no filter "
+        "either (as vLLM).",
+    )
+    top_p: float = Field(
+        1.0,
+        gt=0.0,
+        le=1.0,
+        description=f"From {MIN_TOP_P:.3g} (the smallest normal float32) to 1; anything else "
+        "is a 400, never clamped.",
+    )
     max_tokens: int = Field(16, ge=1, le=MAX_TOKENS_LIMIT)
     n: int = Field(1, ge=1, le=1, description="Only 1 is served.")
     stream: bool = Field(False, description="Streaming is not served; must be false.")
@@ -88,6 +115,26 @@ class CompletionRequest(BaseModel):
                 "or leave it out"
             )
         return None
+
+    @field_validator("temperature")
+    @classmethod
+    def _temperature_samples(cls, value: float) -> float:
+        if 0.0 < value < MIN_TEMPERATURE:
+            raise ValueError(
+                f"must be 0 (greedy) or at least {MIN_TEMPERATURE:g}: the engine divides "
+                "float32 logits by it, and a smaller one overflows them"
+            )
+        return value
+
+    @field_validator("top_p")
+    @classmethod
+    def _top_p_samples(cls, value: float) -> float:
+        if value < MIN_TOP_P:
+            raise ValueError(
+                f"must be at least {MIN_TOP_P:.3g}, the smallest normal float32: a smaller "
+                "top_p is 0 in float32 and keeps no token"
+            )
+        return value
 
 
 class CompletionChoice(BaseModel):

@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from specseed.core.errors import EngineError
+from specseed.core.errors import EngineError, InputError
 from specseed.engine_adapters.reference.config import Eagle3DraftConfig, LlamaConfig
 from specseed.engine_adapters.reference.draft import Eagle3DraftHead
 from specseed.engine_adapters.reference.seeded import uniform
@@ -176,7 +176,7 @@ def test_bad_target_directories_are_refused(tmp_path: Path) -> None:
     with pytest.raises(EngineError, match="not a directory") as missing:
         LlamaTarget.from_checkpoint(tmp_path / "nowhere")
     assert "nothing is downloaded" in (missing.value.hint or "")
-    with pytest.raises(EngineError, match=r"no config\.json"):
+    with pytest.raises(InputError, match=r"no config\.json"):  # a bad folder: exit 2
         LlamaTarget.from_checkpoint(tmp_path)
 
     LlamaTarget.random(SMALL, model_seed=1).save_checkpoint(tmp_path)

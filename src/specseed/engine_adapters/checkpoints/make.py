@@ -19,6 +19,8 @@ the seed: the same seed writes byte-identical files.
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,7 +69,11 @@ def make_checkpoint(directory: Path, seed: int = 0, *, force: bool = False) -> C
     """Write the target, its draft head and a tokenizer under ``directory`` (created).
 
     An existing non-empty ``directory`` is refused unless ``force`` (then its ``target`` and
-    ``draft`` files are overwritten; nothing else in it is touched).
+    ``draft`` folders are replaced; nothing else in it is touched).
+
+    Everything is written into a temporary folder beside ``directory`` and moved into place
+    at the end, so a crash midway leaves no half-written checkpoint (that would then demand
+    ``--force``).
     """
     from specseed.engine_adapters.checkpoints.tokenizer import write_tokenizer
 
@@ -78,18 +84,39 @@ def make_checkpoint(directory: Path, seed: int = 0, *, force: bool = False) -> C
         raise InputError(f"{root} exists and is not a directory")
     if root.is_dir() and any(root.iterdir()) and not force:
         raise InputError(f"{root} is not empty", hint="pass --force to overwrite its checkpoint")
-    target_dir, draft_dir = root / TARGET_DIR, root / DRAFT_DIR
     target = CHECKPOINT_MODEL.build_target(seed)
     draft = CHECKPOINT_MODEL.build_draft(target, seed)
     config = CHECKPOINT_MODEL.config
+    staging: Path | None = None
     try:
-        target.save_checkpoint(target_dir)
-        draft.save_checkpoint(draft_dir)
-        write_tokenizer(target_dir, config.vocab_size, max_length=config.max_position_embeddings)
-        _write_generation_config(target_dir, config)
+        root.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.partial-", dir=root.parent))
+        target.save_checkpoint(staging / TARGET_DIR)
+        draft.save_checkpoint(staging / DRAFT_DIR)
+        write_tokenizer(
+            staging / TARGET_DIR, config.vocab_size, max_length=config.max_position_embeddings
+        )
+        _write_generation_config(staging / TARGET_DIR, config)
+        _move_into_place(staging, root)
     except OSError as exc:
         raise InputError(f"cannot write {root}: {exc.strerror or exc}") from None
-    return CheckpointBundle(root=root, target=target_dir, draft=draft_dir, seed=seed)
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+    return CheckpointBundle(root=root, target=root / TARGET_DIR, draft=root / DRAFT_DIR, seed=seed)
+
+
+def _move_into_place(staging: Path, root: Path) -> None:
+    """Rename the finished ``target`` and ``draft`` into ``root`` (same file system: each
+    rename is atomic); folders they replace are moved into ``staging`` and removed with it."""
+    root.mkdir(exist_ok=True)
+    for name in (TARGET_DIR, DRAFT_DIR):
+        existing = root / name
+        if existing.is_symlink() or existing.is_file():
+            existing.unlink()
+        elif existing.exists():
+            existing.rename(staging / f"old-{name}")
+        (staging / name).rename(existing)
 
 
 def _write_generation_config(target_dir: Path, config: LlamaConfig) -> None:

@@ -158,7 +158,7 @@ class HttpAuditor:
                     "name that variable in engine.options.api_key_env"
                 )
             return f"the server refused the API key in ${env} (engine.options.api_key_env)"
-        return "start the server first, or fix engine.options.base_url"
+        return exc.hint or "start the server first, or fix engine.options.base_url"
 
     async def _resolve_once(self, endpoint: Endpoint) -> ResolvedEndpoint:
         async with self.client(endpoint) as client:

@@ -9,21 +9,31 @@ Retries are one small loop here rather than a library: the policy (which statuse
 ``Retry-After`` honoured, attempts counted per request for the trace) fits in twenty lines
 that a reader can check, and httpx's own transport retries cover connection failures only,
 not 429 or 5xx answers.
+
+A server is untrusted input. Every attempt runs under one deadline (``request_timeout_s``
+bounds the whole exchange, headers and body, not only the gap between bytes, so a body
+trickled a byte at a time ends), a body is read by streaming up to ``max_response_bytes``
+(an endless body is cut off), redirects are never followed (a 3xx is an error naming where
+it pointed), JSON nested deeper than the parser can take is a ``MalformedResponse``, and
+token ids must be JSON integers in ``[0, 2**31)``. Text a server sends back is quoted with its
+control characters escaped (``specseed.core.text.printable``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specseed.core.errors import SpecseedError
+from specseed.core.text import printable
 from specseed.core.wording import plural
 
 TokenIdDialect = Literal["return_token_ids", "detokenize"]
@@ -47,11 +57,19 @@ class ServerUnavailable(HttpEngineError):
 
 
 class RequestRejected(HttpEngineError):
-    """The server refused the request (4xx other than 429); retrying would not help."""
+    """The server refused the request (4xx other than 429, or a 3xx redirect that is not
+    followed); retrying would not help."""
 
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, status: int, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
         self.status = status
+
+
+AUTH_HINT = (
+    "the server refused the API key: check the variable engine.options.api_key_env names "
+    "(and that it holds the key this server expects)"
+)
+"""The hint of a 401/403: the server is up, the credentials are wrong."""
 
 
 class MalformedResponse(HttpEngineError):
@@ -70,6 +88,41 @@ class ClientLimits:
     backoff_s: float = 0.5
     """Wait before the first retry; doubles each retry."""
     max_backoff_s: float = 8.0
+    max_response_bytes: int = 16 * 1024 * 1024
+    """Largest body read from one answer; a longer one is cut off as malformed. 16 MiB holds
+    the token ids and text of far more tokens than any scenario asks for."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One HTTP answer, read whole within the limits."""
+
+    status_code: int
+    headers: httpx.Headers
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        """The body as JSON; ``ValueError`` if it is not JSON or nests too deep to parse."""
+        try:
+            return json.loads(self.content)
+        except RecursionError:
+            # CPython's parser recurses per nesting level; a server must not crash us with
+            # ``[[[[...`` 200,000 deep.
+            raise ValueError("the JSON nests too deep") from None
+        except UnicodeDecodeError:
+            raise ValueError("the body is not UTF-8") from None
+
+
+class ResponseTooLarge(Exception):
+    """Raised inside ``_send`` when a body passes ``max_response_bytes``."""
+
+
+TokenId = Annotated[int, Field(strict=True, ge=0, lt=2**31)]
+"""A token id as a server must send it: a JSON integer, not a string, float or bool."""
 
 
 @dataclass(frozen=True)
@@ -99,8 +152,8 @@ class SamplingRequest:
 
 class _Choice(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    token_ids: list[int] | None = None
-    prompt_token_ids: list[int] | None = None
+    token_ids: list[TokenId] | None = None
+    prompt_token_ids: list[TokenId] | None = None
     finish_reason: str | None = None
 
 
@@ -144,26 +197,53 @@ def completion_body(
     return body
 
 
-def _error_message(response: httpx.Response) -> str:
-    """The server's own error text, from the OpenAI envelope or FastAPI's ``detail``."""
+ERROR_TEXT_LIMIT = 300
+"""Characters of a server's error text quoted in a message."""
+
+
+def _error_message(response: Answer) -> str:
+    """The server's own error text, from the OpenAI envelope or FastAPI's ``detail``,
+    cut to a few hundred characters with control characters escaped."""
+    return printable(_raw_error_message(response), limit=ERROR_TEXT_LIMIT)
+
+
+def _raw_error_message(response: Answer) -> str:
     try:
         payload = response.json()
     except ValueError:
-        return response.text[:200].strip() or response.reason_phrase
+        return response.text[:ERROR_TEXT_LIMIT].strip() or f"HTTP {response.status_code}"
     if isinstance(payload, dict):
         error = payload.get("error")
         if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
+            return str(error["message"])[:ERROR_TEXT_LIMIT]
         if isinstance(error, str):
             return error
         if payload.get("message"):
-            return str(payload["message"])
+            return str(payload["message"])[:ERROR_TEXT_LIMIT]
         if payload.get("detail"):
-            return str(payload["detail"])
-    return str(payload)[:200]
+            return str(payload["detail"])[:ERROR_TEXT_LIMIT]
+    return str(payload)[:ERROR_TEXT_LIMIT]
 
 
-def _retry_after(response: httpx.Response) -> float | None:
+def _refusal(what: str, response: Answer) -> RequestRejected:
+    """The error of a 3xx or 4xx answer: redirects name where they pointed, 401/403 say the
+    key is wrong (the server is up)."""
+    status = response.status_code
+    if status < 400:
+        location = printable(response.headers.get("location", "?"), limit=ERROR_TEXT_LIMIT)
+        return RequestRejected(
+            f"{what}: HTTP {status} redirects to {location}; redirects are not followed "
+            "(a redirect could send the API key to another host)",
+            status,
+            hint="set engine.options.base_url to the address the server really answers on",
+        )
+    message = f"{what}: HTTP {status}: {_error_message(response)}"
+    if status in (401, 403):
+        return RequestRejected(message, status, hint=AUTH_HINT)
+    return RequestRejected(message, status)
+
+
+def _retry_after(response: Answer) -> float | None:
     value = response.headers.get("retry-after")
     if value is None:
         return None
@@ -185,11 +265,19 @@ def parse_completion(payload: object, max_tokens: int) -> tuple[_Choice, str | N
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "body"
+        why = printable(first["msg"], limit=ERROR_TEXT_LIMIT)
+        if "token_ids" in where:
+            why += " (token ids are non-negative JSON integers below 2**31)"
         raise MalformedResponse(
-            f"the completion is not an OpenAI completion: {where}: {first['msg']}"
+            f"the completion is not an OpenAI completion: {where}: {why}"
         ) from None
     if not body.choices:
         raise MalformedResponse("the completion has no choices")
+    if len(body.choices) > 1:
+        # One completion was asked for; several choices leave no way to know which is it.
+        raise MalformedResponse(
+            f"the completion has {len(body.choices)} choices where one was asked for"
+        )
     choice = body.choices[0]
     if choice.token_ids is None:
         raise MalformedResponse(
@@ -201,8 +289,6 @@ def parse_completion(payload: object, max_tokens: int) -> tuple[_Choice, str | N
             f"the completion has {len(choice.token_ids)} token ids, more than max_tokens "
             f"{max_tokens}"
         )
-    if any(t < 0 for t in choice.token_ids):
-        raise MalformedResponse("the completion has negative token ids")
     return choice, choice.finish_reason
 
 
@@ -239,17 +325,28 @@ class CompletionClient:
 
     async def _send(
         self, method: str, path: str, body: dict[str, Any] | None, retries: int
-    ) -> tuple[httpx.Response, int]:
-        """One call with retries on 429, 5xx and transport errors; (2xx/4xx response, attempts)."""
+    ) -> tuple[Answer, int]:
+        """One call with retries on 429, 5xx and transport errors; (2xx/3xx/4xx answer,
+        attempts)."""
         lim = self.limits
         attempt = 0
         while True:
             attempt += 1
             wait: float | None = None
             try:
-                response = await self._http.request(method, path, json=body)
+                response = await self._attempt(method, path, body)
             except httpx.TransportError as exc:
                 problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                problem = printable(problem, limit=ERROR_TEXT_LIMIT)
+            except TimeoutError:
+                problem = (
+                    f"no complete answer within request_timeout_s ({lim.request_timeout_s:g} s)"
+                )
+            except ResponseTooLarge:
+                raise MalformedResponse(
+                    f"{method} {self.base_url}{path}: the answer is longer than "
+                    f"{lim.max_response_bytes} bytes; reading stopped there"
+                ) from None
             else:
                 if response.status_code != 429 and response.status_code < 500:
                     return response, attempt
@@ -262,21 +359,33 @@ class CompletionClient:
             backoff = lim.backoff_s * 2 ** (attempt - 1)
             await asyncio.sleep(min(lim.max_backoff_s, wait if wait is not None else backoff))
 
+    async def _attempt(self, method: str, path: str, body: dict[str, Any] | None) -> Answer:
+        """One HTTP exchange under one deadline, its body read up to the size cap."""
+        lim = self.limits
+        async with asyncio.timeout(lim.request_timeout_s):
+            async with self._http.stream(method, path, json=body) as response:
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > lim.max_response_bytes:
+                        raise ResponseTooLarge
+                    chunks.append(chunk)
+                return Answer(response.status_code, response.headers, b"".join(chunks))
+
     async def get_json(self, path: str, *, retries: int | None = None) -> Any:
         """GET a JSON document; ``RequestRejected`` on 4xx, ``MalformedResponse`` if not JSON."""
         response, _ = await self._send(
             "GET", path, None, self.limits.retries if retries is None else retries
         )
-        if response.status_code >= 400:
-            raise RequestRejected(
-                f"GET {self.base_url}{path}: HTTP {response.status_code}: "
-                f"{_error_message(response)}",
-                response.status_code,
-            )
+        if response.status_code >= 300:
+            raise _refusal(f"GET {self.base_url}{path}", response)
         try:
             return response.json()
-        except ValueError:
-            raise MalformedResponse(f"GET {self.base_url}{path}: the answer is not JSON") from None
+        except ValueError as exc:
+            raise MalformedResponse(
+                f"GET {self.base_url}{path}: the answer is not JSON ({exc})"[:400]
+            ) from None
 
     async def complete(
         self,
@@ -293,16 +402,15 @@ class CompletionClient:
         response, attempts = await self._send(
             "POST", COMPLETIONS, body, self.limits.retries if retries is None else retries
         )
-        if response.status_code >= 400:
-            raise RequestRejected(
-                f"the server refused a completion (HTTP {response.status_code}): "
-                f"{_error_message(response)}",
-                response.status_code,
-            )
+        if response.status_code >= 300:
+            raise _refusal("the server refused a completion", response)
         try:
             payload = response.json()
-        except ValueError:
-            raise MalformedResponse(f"the completion is not JSON: {response.text[:80]!r}") from None
+        except ValueError as exc:
+            raise MalformedResponse(
+                f"the completion is not JSON ({printable(str(exc), limit=120)}): "
+                f"{printable(response.text[:80])!r}"
+            ) from None
         choice, finish = parse_completion(payload, request.max_tokens)
         assert choice.token_ids is not None
         prompt_ids = None if choice.prompt_token_ids is None else tuple(choice.prompt_token_ids)
@@ -320,7 +428,11 @@ class CompletionClient:
         data = payload.get("data") if isinstance(payload, dict) else None
         if not isinstance(data, list):
             raise MalformedResponse(f"{self.base_url}/v1/models has no data list")
-        return [str(item["id"]) for item in data if isinstance(item, dict) and "id" in item]
+        return [
+            printable(item["id"], limit=200)
+            for item in data
+            if isinstance(item, dict) and isinstance(item.get("id"), str)
+        ]
 
 
 # -- dialect detection -------------------------------------------------------------------
@@ -389,6 +501,8 @@ async def detect_dialect(client: CompletionClient, model: str) -> DialectDetecti
         try:
             await client.complete(PROBE, model=model, dialect=dialect)
         except (RequestRejected, MalformedResponse) as exc:
+            if isinstance(exc, RequestRejected) and (exc.status < 400 or exc.status in (401, 403)):
+                raise  # a wrong key or address, not a dialect the server lacks
             refused.append(f"{dialect}: {exc.message}")
             continue
         field, value = DIALECT_FIELD[dialect]

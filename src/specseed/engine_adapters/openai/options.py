@@ -82,7 +82,12 @@ class OpenAIOptions(StrictOptions):
     )
     concurrency: int = Field(16, ge=1, le=256, description="Most requests in flight at once.")
     connect_timeout_s: float = Field(5.0, gt=0, le=300)
-    request_timeout_s: float = Field(120.0, gt=0, le=3600, description="Per HTTP attempt.")
+    request_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        le=3600,
+        description="Per HTTP attempt, for the whole exchange (headers and body).",
+    )
     retries: int = Field(
         3, ge=0, le=10, description="Retries on 429, 5xx and connection errors (per request)."
     )

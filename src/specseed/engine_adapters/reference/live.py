@@ -107,6 +107,20 @@ class LiveEngine:
         return f"http-{next(self._ids)}"
 
     @property
+    def capacity(self) -> int:
+        """KV positions one request may use (the target's and the draft head's, if smaller)."""
+        sizes = [self.engine.target.max_seq_len]
+        draft_capacity = getattr(self.engine.draft, "max_seq_len", None)
+        if isinstance(draft_capacity, int):
+            sizes.append(draft_capacity)
+        return min(sizes)
+
+    @property
+    def lookahead(self) -> int:
+        """Positions past the last emitted token a step may fill: the draft tokens."""
+        return self.settings.max_draft_len
+
+    @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 

@@ -292,10 +292,9 @@ class VllmEngine(EngineAdapter):
 
     def _vocab(self) -> int:
         if self._vocab_size is None:
-            import json
+            from specseed.engine_adapters.reference.checkpoint import config_vocab_size
 
-            config = Path(str(self.settings.checkpoint)) / "config.json"
-            self._vocab_size = int(json.loads(config.read_text(encoding="utf-8"))["vocab_size"])
+            self._vocab_size = config_vocab_size(Path(str(self.settings.checkpoint)))
         return self._vocab_size
 
     def environment(self) -> dict[str, str]:
