@@ -181,7 +181,13 @@ def distribution(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         f"{len(result.tests)} sub-tests reject at alpha {result.alpha:g} "
         f"(smallest adjusted p {smallest.adjusted_p:.2g})",
         requests=affected,
-        suspects=tuple(_suspects(trace, [g for g in result.groups if g.label in failing])),
+        suspects=tuple(
+            _suspects(
+                trace,
+                [g for g in result.groups if g.label in failing],
+                [g for g in result.groups if g.label not in failing],
+            )
+        ),
         details=tuple(details),
     )
 
@@ -214,8 +220,15 @@ def _follows(ctx: CheckContext, trace: RunTrace) -> bool:
     )
 
 
-def _suspects(trace: RunTrace, groups: list[GroupResult]) -> list[Suspect]:
-    """Defect classes that fit a biased output, most specific evidence first."""
+def _suspects(
+    trace: RunTrace, groups: list[GroupResult], passed: list[GroupResult] = ()  # type: ignore[assignment]
+) -> list[Suspect]:
+    """Defect classes that fit a biased output and that the other groups do not rule out,
+    most specific evidence first.
+
+    A draft distribution taken at temperature 1 is exact at temperature 1: a bias at T = 1
+    rules draft-temperature-skipped out, and a bias only where T != 1 while a T = 1 request
+    passed rules out an accept test or residual wrong at every temperature."""
     suspects: list[Suspect] = []
     reuse, overlap = _shared_draws(trace)
     if reuse:
@@ -237,23 +250,29 @@ def _suspects(trace: RunTrace, groups: list[GroupResult]) -> list[Suspect]:
         event.kind == "accept" for step in trace.steps for row in step.rows for event in row.events
     )
     if accepts:
-        tempered = sorted({t for g in groups for t in _temperatures(g.label)} - {1.0})
-        if tempered:
+        failed_t = {t for g in groups for t in _temperatures(g.label)}
+        passed_t = {t for g in passed for t in _temperatures(g.label)}
+        tempered = sorted(failed_t - {1.0})
+        if tempered and 1.0 not in failed_t:
             suspects.append(
                 Suspect(
                     "draft-temperature-skipped",
-                    f"rejection sampling at temperature {', '.join(f'{t:g}' for t in tempered)}"
-                    ": a draft distribution taken at another temperature than the drafts "
+                    f"rejection sampling deviates at temperature "
+                    f"{', '.join(f'{t:g}' for t in tempered)} only"
+                    + (", while the temperature-1 request follows the target" if 1.0 in passed_t else "")
+                    + ": a draft distribution taken at another temperature than the drafts "
                     "were drawn at biases the accept ratio",
                 )
             )
-        suspects.append(
-            Suspect(
-                "biased-acceptance",
-                "tokens emitted through rejection sampling deviate from the target: a wrong "
-                "accept test or residual",
+        if 1.0 in failed_t or 1.0 not in passed_t:
+            suspects.append(
+                Suspect(
+                    "biased-acceptance",
+                    "tokens emitted through rejection sampling deviate from the target"
+                    + (" at temperature 1" if 1.0 in failed_t else "")
+                    + ": a wrong accept test or residual",
+                )
             )
-        )
     return suspects
 
 

@@ -50,7 +50,11 @@ def runs_complete(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         ),
         runs=(trace.name,),
         suspects=tuple(suspects),
-        details=(f"{failure.exception}: {failure.message}",),
+        # The traceback names the crash's site (attribution reads its innermost frame).
+        details=(
+            f"{failure.exception}: {failure.message}",
+            *((failure.traceback,) if failure.traceback else ()),
+        ),
     )
 
 
