@@ -163,7 +163,14 @@ def _named(finding: Finding) -> set[str]:
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-_NOT_ENGINE = ("/lib/python3", "/torch/", "/specseed/engine_adapters/base.py", "/specseed/run/")
+_NOT_ENGINE = ("/torch/", "/specseed/engine_adapters/base.py", "/specseed/run/", "/specseed/taps/")
+
+
+def _engine_frame(path: str) -> bool:
+    """Whether a traceback frame is the engine's code: not Python's own library, not torch,
+    not specseed's run machinery or taps around the engine."""
+    stdlib = "/lib/python3" in path and "site-packages" not in path
+    return not stdlib and not path.startswith("<") and not any(p in path for p in _NOT_ENGINE)
 
 
 def crash_site(finding: Finding) -> str:
@@ -174,8 +181,7 @@ def crash_site(finding: Finding) -> str:
         m
         for text in finding.details[1:]
         for m in _FRAME.finditer(text)
-        if "site-packages" in m.group(1) and "/torch/" not in m.group(1)
-        or not any(part in m.group(1) for part in _NOT_ENGINE)
+        if _engine_frame(m.group(1))
     ]
     if not frames:
         return exception
@@ -271,9 +277,7 @@ def root_causes(findings: Sequence[Finding]) -> list[RootCause]:
                 tuple(group),
                 alternatives=alts,
                 separated_by=_separating_checks((defect, *alts)),
-                consequences=tuple(
-                    f for f in group if id(f) in consequence_of or not f.suspects
-                ),
+                consequences=tuple(f for f in group if id(f) in consequence_of or not f.suspects),
             )
         )
     defect_causes.sort(key=lambda c: -len(c.findings))

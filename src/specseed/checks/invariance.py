@@ -83,6 +83,16 @@ def _compare(
     traces = [ctx.traces[run] for run in expectation.runs]
     runs = tuple(expectation.runs)
     broken = [t.name for t in traces if t.failed]
+    stopped = [t.name for t in traces if t.end.failure and t.end.failure.exception == "Interrupted"]
+    if stopped:
+        # Interrupted is not crashed: the comparison is unfinished, not an engine failure.
+        yield Finding(
+            status="skip",
+            message=f"cannot compare {varied}: run {', '.join(stopped)} was interrupted "
+            "(unfinished)",
+            runs=runs,
+        )
+        return
     if broken:
         yield Finding(
             status="error",
