@@ -33,6 +33,10 @@ from specseed.checks.findings import ATTRIBUTION_TEXT, FAILING, Finding
 SHARING_CHECKS = frozenset({"distinct-seeds", "unseeded-independence", "draw-ranges-disjoint"})
 """Checks whose failure means streams share random numbers (a distribution's explanation)."""
 DISTRIBUTION_CHECK = "distribution"
+SAMPLER_CHECK = "sampler-params"
+"""A sampler seen applying other parameters than asked: a cause of its own (no catalogue
+defect), under which the same runs' biased distribution and same-state-different-token
+divergences hang."""
 CRASH_CHECK = "runs-complete"
 MAX_CAUSES = 4
 """Largest hitting set searched (beyond it the rest are named by their evidence)."""
@@ -223,6 +227,27 @@ def root_causes(findings: Sequence[Finding]) -> list[RootCause]:
         else:
             remaining.append(finding)
 
+    # A sampler applying other parameters than asked explains, on its runs, a biased
+    # distribution, a token that differs under the same state and logits, and what has no
+    # suspect; its findings are named by what the sampler applied.
+    applied = [f for f in remaining if f.check == SAMPLER_CHECK and not f.suspects]
+    under_sampler: list[Finding] = []
+    if applied:
+        kept = []
+        for finding in remaining:
+            if finding.check == SAMPLER_CHECK and not finding.suspects:
+                continue
+            follows = (
+                not finding.suspects
+                or finding.check == DISTRIBUTION_CHECK
+                or any(d.attribution == "sampler" for d in finding.diffs)
+            )
+            if follows and any(_overlaps(a, finding) for a in applied):
+                under_sampler.append(finding)
+            else:
+                kept.append(finding)
+        remaining = kept
+
     # Consequences: a biased distribution on a run whose streams share random numbers.
     sharing = [f for f in remaining if f.check in SHARING_CHECKS and f.suspects]
     consequence_of: dict[int, Finding] = {}
@@ -245,6 +270,17 @@ def root_causes(findings: Sequence[Finding]) -> list[RootCause]:
                 (*group, *hung),
                 crash=site,
                 consequences=tuple(hung),
+            )
+        )
+
+    if applied:
+        causes.append(
+            RootCause(
+                None,
+                SAMPLER_CHECK,
+                (*applied, *under_sampler),
+                evidence=_evidence_of(applied[0]),
+                consequences=tuple(under_sampler),
             )
         )
 
@@ -300,6 +336,8 @@ def _evidence_of(finding: Finding) -> str:
             text = "same RNG state and logits, different token"
             return f"sampler: {text}"
         return text
+    if finding.check == SAMPLER_CHECK and finding.details:
+        return finding.details[0].split(": ", 1)[-1]
     if finding.offsets:
         fields = sorted({m for row in finding.offsets for m in row.mismatch})
         return f"recorded {', '.join(fields) or 'state'} differ from the contract"
