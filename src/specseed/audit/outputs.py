@@ -46,6 +46,9 @@ class AuditOutputs:
     """``(i, n)``: only shard i of n (``run.parallel.shard``)."""
     jobs: int = 1
     """Worker processes, each with its own engine."""
+    engine_log: Path | None = None
+    """Where the engine's log (vLLM's logger, stderr of in-process engines) goes during the
+    runs; default: the bundle's ``engine.log`` with ``bundle``, else the terminal."""
     argv: tuple[str, ...] = ("audit",)
     """The command line after ``specseed``, for the reproduce string and the bundle's
     manifest."""
