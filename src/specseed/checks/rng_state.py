@@ -357,7 +357,10 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
             f"random numbers ({', '.join(sorted({r for r, _, _ in violations}))})",
             runs=(trace.name,),
             requests=tuple(sorted({r for r, _, _ in violations})),
-            suspects=merge(overlap_suspect(a, b, seeds.get(r)) for r, a, b in violations),
+            suspects=merge(
+                overlap_suspect(a, b, seeds.get(r), contract, max_draft_len)
+                for r, a, b in violations
+            ),
             details=describe(violations),
         )
     elif limitation is not None:

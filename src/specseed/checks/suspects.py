@@ -188,8 +188,29 @@ def offset_suspects(
     return suspects
 
 
-def overlap_suspect(first: EventState, second: EventState, request_seed: int | None) -> Suspect:
+def overlap_suspect(
+    first: EventState,
+    second: EventState,
+    request_seed: int | None,
+    contract: RngContract | None = None,
+    max_draft_len: int = 0,
+) -> Suspect:
     """The defect that best explains two overlapping draw ranges of one request."""
+    if contract is not None and contract.offsets == "window":
+        # Draft step i drawing where the next iteration's accept kernel reads its uniform i:
+        # the accept test reuses the draft's number, and the draft steps, one draw apart,
+        # run into each other as well.
+        for draft in (first, second):
+            if draft.kind != "draft":
+                continue
+            accept = contract.offset(draft.decoding_iter + 1, "accept", 0, max_draft_len)
+            if accept is not None and draft.offset == accept + draft.index:
+                return Suspect(
+                    "accept-reuses-draft-draw",
+                    f"draft[{draft.index}] of iteration {draft.decoding_iter} draws at offset "
+                    f"{draft.offset}, where the accept test of iteration "
+                    f"{draft.decoding_iter + 1} reads its uniform {draft.index}",
+                )
     if request_seed is not None and first.seed != request_seed and first.offset == 0:
         return Suspect(
             "engine-counter",
