@@ -219,16 +219,16 @@ def overlap_suspect(
         )
     pair = {first.kind: first, second.kind: second}
     if set(pair) == {"accept", "draft"}:
-        draft, accept = pair["draft"], pair["accept"]
+        drafted, accepting = pair["draft"], pair["accept"]
         if (
-            accept.decoding_iter == draft.decoding_iter + 1
-            and draft.offset == accept.offset + draft.index
+            accepting.decoding_iter == drafted.decoding_iter + 1
+            and drafted.offset == accepting.offset + drafted.index
         ):
             return Suspect(
                 "accept-reuses-draft-draw",
-                f"draft[{draft.index}] of iteration {draft.decoding_iter} draws at offset "
-                f"{draft.offset}, the number the accept test of iteration "
-                f"{accept.decoding_iter} reads for that draft",
+                f"draft[{drafted.index}] of iteration {drafted.decoding_iter} draws at offset "
+                f"{drafted.offset}, the number the accept test of iteration "
+                f"{accepting.decoding_iter} reads for that draft",
             )
     if (
         first.kind == second.kind == "draft"
