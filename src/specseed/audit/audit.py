@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from specseed.audit.engine_log import ENGINE_LOG, capture_engine_log
 from specseed.audit.exit_codes import (
@@ -314,9 +314,13 @@ class Audit:
                 try:
                     with (
                         console if console is not None else nullcontext(),
-                        capture_engine_log(self._engine_log_path()),
+                        capture_engine_log(self._engine_log_path()) as terminal,
                     ):
-                        result = self._execute(planned, bundle)
+                        self._route_terminal(terminal)
+                        try:
+                            result = self._execute(planned, bundle)
+                        finally:
+                            self._route_terminal(None)
                 except KeyboardInterrupt:
                     guard.defer()
                     name = guard.received or "SIGINT"
@@ -331,6 +335,19 @@ class Audit:
                     code = EXIT_SIGNAL[guard.received]
                 self._emit(AuditFinished(result, code, self.outputs.bundle))
         return AuditOutcome(result, code)
+
+    def _route_terminal(self, stream: TextIO | None) -> None:
+        """Point specseed's own stderr output at ``stream`` while the engine's stderr goes to
+        its log (None: back to ``sys.stderr``)."""
+        from specseed.reporting.progress import ProgressLines
+
+        if self._err is not None:
+            self._err.file = stream  # type: ignore[assignment]
+        if self._out is not None and self._out.stderr:
+            self._out.file = stream  # type: ignore[assignment]
+        for reporter in self._reporters:
+            if isinstance(reporter, ProgressLines):
+                reporter.stream = stream
 
     def _engine_log_path(self) -> Path | None:
         """Where the engine's own log goes: ``--engine-log``, else the bundle's

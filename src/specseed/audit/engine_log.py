@@ -2,9 +2,10 @@
 
 In-process engines write to the process's stderr: vLLM through its ``vllm`` logger (a stream
 handler on the stderr it found at import), torch and C++ code straight to file descriptor 2.
-While the runs go, descriptor 2 points at the log file and ``sys.stderr`` at a copy of the
-terminal's descriptor, so specseed's own progress and notes (which resolve ``sys.stderr`` when
-they write) stay on the terminal while everything else lands in the file. The ``vllm``
+While the runs go, descriptor 2 and ``sys.stderr`` (which engines and their progress bars
+write to) point at the log file; the context yields a stream on a copy of the terminal's
+descriptor, which the audit hands to its own consoles and progress lines, so specseed's output
+stays on the terminal while everything else lands in the file. The ``vllm``
 logger's handlers get the file as well, whichever stream they hold. Worker processes
 (``--jobs``) inherit descriptor 2, so their engines log to the file too.
 """
@@ -17,6 +18,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import TextIO
 
 ENGINE_LOG = "engine.log"
 """The bundle's engine log file."""
@@ -27,19 +29,19 @@ VLLM_CONFIGURE = "VLLM_CONFIGURE_LOGGING"
 
 
 @contextmanager
-def capture_engine_log(path: Path | None) -> Iterator[None]:
+def capture_engine_log(path: Path | None) -> Iterator[TextIO | None]:
     """Send the engine's stderr and loggers to ``path`` (appending) for the block; None: leave
-    them alone. A file that cannot be opened leaves them alone too (the audit goes on)."""
+    them alone. A file that cannot be opened leaves them alone too (the audit goes on).
+    Yields the terminal's stream (None when nothing was captured)."""
     if path is None:
-        yield
+        yield None
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         log = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
     except OSError:
-        yield
+        yield None
         return
-    saved_stderr = sys.stderr
     with suppress(OSError, ValueError):
         sys.stderr.flush()
     saved_fd = os.dup(2)
@@ -48,7 +50,8 @@ def capture_engine_log(path: Path | None) -> Iterator[None]:
     handler.setFormatter(logging.Formatter("%(levelname)s %(asctime)s %(name)s: %(message)s"))
     moved: list[tuple[logging.Logger, list[logging.Handler], bool]] = []
     os.dup2(log.fileno(), 2)
-    sys.stderr = terminal
+    # Python code writing to sys.stderr (progress bars, warnings) whatever sys.stderr is now.
+    saved_stderr, sys.stderr = sys.stderr, log
     # vLLM configures its logger when first imported (a handler on stdout by default); one
     # imported during the runs must not: its records go to the file through this handler.
     configure = os.environ.get(VLLM_CONFIGURE)
@@ -65,7 +68,7 @@ def capture_engine_log(path: Path | None) -> Iterator[None]:
         if logger.level == logging.NOTSET:
             logger.setLevel(logging.INFO)
     try:
-        yield
+        yield terminal
     finally:
         if configure is None:
             os.environ.pop(VLLM_CONFIGURE, None)
