@@ -617,7 +617,7 @@ def render_matrix(matrix: MatrixResult, console: Console) -> None:
         f"{len(wrong)} with a wrong cause"
     )
     for row in rows:
-        if not row.exact:
+        if row.caught and not row.exact:
             console.print(
                 f"[red]imprecise:[/] {escape(row.defect or '')} — root causes: "
                 f"{escape('; '.join(row.causes) or '(none)')}"
