@@ -241,12 +241,21 @@ def root_causes(findings: Sequence[Finding]) -> list[RootCause]:
                 not finding.suspects
                 or finding.check == DISTRIBUTION_CHECK
                 or any(d.attribution == "sampler" for d in finding.diffs)
+                or _tokens_only(finding)
             )
             if follows and any(_overlaps(a, finding) for a in applied):
                 under_sampler.append(finding)
             else:
                 kept.append(finding)
         remaining = kept
+        # A crash inside the very call the sampler was seen receiving wrong parameters in
+        # is that corruption's doing (its site stays in the consequence's traceback).
+        calls = {_applied_call(a) for a in applied} - {""}
+        for site in list(crash_groups):
+            group = crash_groups[site]
+            if calls and all(any(f"in {call}" in _trace(c) for call in calls) for c in group):
+                under_sampler.extend([*group, *under_crash.pop(site, [])])
+                del crash_groups[site]
 
     # Consequences: a biased distribution on a run whose streams share random numbers.
     sharing = [f for f in remaining if f.check in SHARING_CHECKS and f.suspects]
@@ -326,6 +335,28 @@ def root_causes(findings: Sequence[Finding]) -> list[RootCause]:
     for (check, text), group in unexplained.items():
         causes.append(RootCause(None, check, tuple(group), evidence=text))
     return causes
+
+
+def _tokens_only(finding: Finding) -> bool:
+    """A stream-sharing finding seen in tokens only (identical outputs under different
+    recorded states): what a sampler applying other parameters also produces."""
+    from specseed.checks.streams import IDENTICAL_DESPITE_STATES
+
+    return (
+        finding.check in SHARING_CHECKS
+        and bool(finding.details)
+        and all(IDENTICAL_DESPITE_STATES in line for line in finding.details)
+    )
+
+
+def _applied_call(finding: Finding) -> str:
+    """The engine call a sampler-params finding saw receiving the parameters."""
+    text = finding.details[0] if finding.details else ""
+    return text.rsplit(", ", 1)[-1].rstrip(")") if text.endswith(")") else ""
+
+
+def _trace(finding: Finding) -> str:
+    return "\n".join(finding.details[1:])
 
 
 def _evidence_of(finding: Finding) -> str:
