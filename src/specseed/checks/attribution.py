@@ -266,7 +266,9 @@ def root_causes(findings: Sequence[Finding]) -> list[RootCause]:
             if cause is not None:
                 consequence_of[id(finding)] = cause
     evidence = [f for f in remaining if f.suspects and id(f) not in consequence_of]
-    covers = _smallest_covers([_named(f) for f in evidence])
+    covers = _smallest_covers(
+        [set(g) for f in evidence for g in (f.suspect_groups or (tuple(_named(f)),))]
+    )
     chosen = covers[0] if covers else []
 
     causes: list[RootCause] = []
