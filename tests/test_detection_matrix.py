@@ -44,6 +44,21 @@ def test_each_targeted_defect_fails_the_audit_and_is_named(
     assert row.caught
 
 
+@pytest.mark.parametrize("defect", DEFECT_IDS)
+def test_each_defect_alone_yields_exactly_one_root_cause_the_injected_one(
+    matrix: MatrixResult, defect: str
+) -> None:
+    # Issue 19: no phantom cause beside it, no wrong name instead of it.
+    row = next(r for r in matrix.rows if r.defect == defect)
+    assert row.causes == (defect,), (defect, row.causes)
+    assert row.exact and not row.extra and not row.wrong
+
+
+def test_the_matrix_holds_precision_at_100_percent(matrix: MatrixResult) -> None:
+    assert matrix.baseline.causes == ()
+    assert matrix.imprecise() == [] and matrix.precision == 1.0
+
+
 def test_every_defect_is_caught_by_a_check_that_targets_it(matrix: MatrixResult) -> None:
     for row in matrix.rows[1:]:
         if row.defect in UNTARGETED:

@@ -111,11 +111,22 @@ def test_json_report_carries_verdict_findings_and_suspects(result: AuditResult) 
         assert finding["requests"] and finding["message"]
     offsets = next(f for f in failing if f["check"] == "rng-contract")["offsets"]
     assert any("offset" in row["mismatch"] for row in offsets)
+    # The audit's conclusion, with the findings it rests on (issue 19).
+    [cause] = data["root_causes"]
+    assert cause["label"] == cause["defect"] == "overlap-window-reuse"
+    assert cause["kind"] == "defect" and not cause["alternatives"]
+    assert {e["check"] for e in cause["evidence"]} == {f["check"] for f in failing}
 
 
 def test_junit_counts_failures(result: AuditResult) -> None:
     root = ET.fromstring(render_junit(result))
-    assert root.get("failures") == "3"
+    # Three failing findings, and the one root cause they rest on (issue 19).
+    assert root.get("failures") == "4"
+    [suite] = [s for s in root.iter("testsuite") if s.get("name") == "root-causes"]
+    [cause] = list(suite.iter("testcase"))
+    assert cause.get("name") == "overlap-window-reuse"
+    body = cause.find("failure")
+    assert body is not None and body.text and "overlap-invariance[" in body.text
     names = [case.get("name") for case in root.iter("testcase")]
     assert "overlap-invariance[overlap-off,overlap-on]" in names
 

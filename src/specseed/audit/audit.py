@@ -21,8 +21,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TextIO
 
+from specseed.audit.engine_log import ENGINE_LOG, capture_engine_log
 from specseed.audit.exit_codes import (
     EXIT_NOTHING_CHECKED,
     EXIT_OK,
@@ -225,8 +226,12 @@ class Audit:
         """``InputError`` for an output that would overwrite an input, share a path, or
         could not be written; nothing is created but the outputs' folders."""
         outputs = self.outputs
-        check_output_paths({"--json": outputs.json, "--junit": outputs.junit}, self._inputs())
+        check_output_paths(
+            {"--json": outputs.json, "--junit": outputs.junit, "--engine-log": outputs.engine_log},
+            self._inputs(),
+        )
         check_writable(outputs.json, "JSON report")
+        check_writable(outputs.engine_log, "engine log")
         check_writable(outputs.junit, "JUnit report")
         check_writable(outputs.bundle, "bundle", directory=True)
         check_bundle_folder(outputs.bundle, force=outputs.force)
@@ -279,7 +284,7 @@ class Audit:
         )
         self._reporters.append(console)
         if show and not err.is_terminal:
-            self._reporters.append(ProgressLines(sys.stderr))
+            self._reporters.append(ProgressLines())
         return console
 
     def _skipped(self) -> AuditOutcome:
@@ -310,8 +315,15 @@ class Audit:
             guard = interrupts() if interrupts is not None else _NoGuard()
             with guard:
                 try:
-                    with console if console is not None else nullcontext():
-                        result = self._execute(planned, bundle)
+                    with (
+                        console if console is not None else nullcontext(),
+                        capture_engine_log(self._engine_log_path()) as terminal,
+                    ):
+                        self._route_terminal(terminal)
+                        try:
+                            result = self._execute(planned, bundle)
+                        finally:
+                            self._route_terminal(None)
                 except KeyboardInterrupt:
                     guard.defer()
                     name = guard.received or "SIGINT"
@@ -326,6 +338,28 @@ class Audit:
                     code = EXIT_SIGNAL[guard.received]
                 self._emit(AuditFinished(result, code, self.outputs.bundle))
         return AuditOutcome(result, code)
+
+    def _route_terminal(self, stream: TextIO | None) -> None:
+        """Point specseed's own stderr output at ``stream`` while the engine's stderr goes to
+        its log (None: back to ``sys.stderr``)."""
+        from specseed.reporting.progress import ProgressLines
+
+        if self._err is not None:
+            self._err.file = stream  # type: ignore[assignment]
+        if self._out is not None and self._out.stderr:
+            self._out.file = stream  # type: ignore[assignment]
+        for reporter in self._reporters:
+            if isinstance(reporter, ProgressLines):
+                reporter.stream = stream
+
+    def _engine_log_path(self) -> Path | None:
+        """Where the engine's own log goes: ``--engine-log``, else the bundle's
+        ``engine.log``; None leaves it on the terminal."""
+        if self.outputs.engine_log is not None:
+            return self.outputs.engine_log
+        if self.outputs.bundle is not None:
+            return self.outputs.bundle / ENGINE_LOG
+        return None
 
     @contextmanager
     def _bundle(self, planned: Sequence[PlannedScenario]) -> Iterator[BundleWriter | None]:

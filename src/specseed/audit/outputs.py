@@ -49,6 +49,9 @@ class AuditOutputs:
     """Worker processes, each with its own engine."""
     force: bool = False
     """Replace an earlier bundle in ``bundle`` (its files only); refused without it."""
+    engine_log: Path | None = None
+    """Where the engine's log (vLLM's logger, stderr of in-process engines) goes during the
+    runs; default: the bundle's ``engine.log`` with ``bundle``, else the terminal."""
     argv: tuple[str, ...] = ("audit",)
     """The command line after ``specseed``, for the reproduce string and the bundle's
     manifest."""

@@ -41,6 +41,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from specseed import __version__
+from specseed.checks.attribution import root_causes
 from specseed.checks.findings import (
     Finding,
 )
@@ -136,6 +137,10 @@ class FindingsFile(BaseModel):
     scenario: str
     seconds: float
     findings: tuple[Finding, ...]
+    root_causes: tuple[dict[str, Any], ...] = ()
+    """The scenario's root causes with the findings each rests on (``checks.attribution``);
+    written for readers of the bundle, recomputed by ``check`` and ``report``. Absent in
+    older bundles."""
 
 
 _FINDING = TypeAdapter(Finding)
@@ -400,6 +405,7 @@ class BundleWriter:
             scenario=result.scenario.name,
             seconds=round(result.seconds, 3),
             findings=result.findings,
+            root_causes=tuple(c.to_json() for c in root_causes(result.findings)),
         )
         write_atomic(
             self.root / result.scenario.name / FINDINGS_FILE, _json(data.model_dump(mode="python"))

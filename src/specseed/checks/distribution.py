@@ -15,12 +15,9 @@ tested against the bfloat16 envelope, and the finding says so.
 Scenarios without a ``distribution`` section produce no finding (nothing to test).
 
 Statuses: ``pass``; ``fail`` with suspects (the planted-bias classes whose preconditions the
-trace shows); ``known-limitation`` when the contract lists ``distribution`` among a stated
-limitation's checks, every recorded event follows the contract, the trace shows draws shared
-between events of one request, and only coupling sub-tests (consecutive pairs, token counts
-after a prefix) reject: shared draws couple consecutive tokens, while a wrong accept test or
-residual moves the marginals, which stays a failure. ``skip`` when the run crashed, has no
-sampled requests, too few copies, or no checkpoint specseed can load.
+trace shows, less those the passing groups rule out), whatever the contract states: a
+contract's limitation may excuse overlapping draws, never a biased output. ``skip`` when the
+run crashed, has no sampled requests, too few copies, or no checkpoint specseed can load.
 
 Measured on the shared 2-core development machine (load average about 10), built-in
 ``distribution`` scenario (2 x 150 copies x 16 tokens, K = 3):
@@ -43,7 +40,7 @@ Measured on the shared 2-core development machine (load average about 10), built
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from specseed.checks.context import CheckContext
@@ -157,22 +154,9 @@ def distribution(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         )
     failing = {g.label for g, _ in rejected}
     affected = tuple(sorted({label.split(" (")[0] for label in failing}))
-    limitation = ctx.contract.limitation_for(CHECK_ID)
-    reuse, overlap = _shared_draws(trace)
-    coupling_only = all(_is_coupling_test(t.name) for _, t in rejected)
-    if (reuse or overlap) and coupling_only and limitation is not None and _follows(ctx, trace):
-        yield _finding(
-            ctx,
-            trace,
-            "known-limitation",
-            f"emitted tokens deviate from the target distribution ({len(rejected)} of "
-            f"{len(result.tests)} sub-tests reject at alpha {result.alpha:g}) where "
-            f"{ctx.contract.name} shares draws between sampling events",
-            requests=affected,
-            limitation=limitation.reason,
-            details=(*details, f"shared draws: {reuse or overlap}"),
-        )
-        return
+    # A contract may state that its draws overlap (draw-ranges-disjoint reports that as its
+    # limitation); it never makes a biased output distribution pass: what users receive is
+    # the distribution, whatever the layout promised.
     yield _finding(
         ctx,
         trace,
@@ -181,41 +165,28 @@ def distribution(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         f"{len(result.tests)} sub-tests reject at alpha {result.alpha:g} "
         f"(smallest adjusted p {smallest.adjusted_p:.2g})",
         requests=affected,
-        suspects=tuple(_suspects(trace, [g for g in result.groups if g.label in failing])),
+        suspects=tuple(
+            _suspects(
+                trace,
+                [g for g in result.groups if g.label in failing],
+                [g for g in result.groups if g.label not in failing],
+            )
+        ),
         details=tuple(details),
     )
 
 
-def _is_coupling_test(name: str) -> bool:
-    """Sub-tests of how consecutive tokens depend on each other (pairs, and token counts
-    after a prefix), as opposed to the marginal ones (PIT per position or pooled, first
-    token). Draws a contract shares between consecutive events couple consecutive tokens;
-    only rejections of this kind are excused as the contract's limitation."""
-    return name.startswith("pairs") or (name.startswith("tokens[") and "|" in name)
+def _suspects(
+    trace: RunTrace,
+    groups: Sequence[GroupResult],
+    passed: Sequence[GroupResult] = (),
+) -> list[Suspect]:
+    """Defect classes that fit a biased output and that the other groups do not rule out,
+    most specific evidence first.
 
-
-def _follows(ctx: CheckContext, trace: RunTrace) -> bool:
-    """Every recorded sampling event has exactly the state the contract predicts."""
-    from specseed.checks.evidence import event_state, follows_contract
-
-    max_draft_len = ctx.max_draft_len(trace)
-    seeds = {info.request_id: info.seed for info in trace.header.requests}
-    return all(
-        follows_contract(
-            event_state(event, step.step, row.decoding_iter),
-            seeds.get(row.request_id),
-            ctx.contract,
-            max_draft_len,
-        )
-        for step in trace.steps
-        for row in step.rows
-        if not row.discarded
-        for event in row.events
-    )
-
-
-def _suspects(trace: RunTrace, groups: list[GroupResult]) -> list[Suspect]:
-    """Defect classes that fit a biased output, most specific evidence first."""
+    A draft distribution taken at temperature 1 is exact at temperature 1: a bias at T = 1
+    rules draft-temperature-skipped out, and a bias only where T != 1 while a T = 1 request
+    passed rules out an accept test or residual wrong at every temperature."""
     suspects: list[Suspect] = []
     reuse, overlap = _shared_draws(trace)
     if reuse:
@@ -237,23 +208,33 @@ def _suspects(trace: RunTrace, groups: list[GroupResult]) -> list[Suspect]:
         event.kind == "accept" for step in trace.steps for row in step.rows for event in row.events
     )
     if accepts:
-        tempered = sorted({t for g in groups for t in _temperatures(g.label)} - {1.0})
-        if tempered:
+        failed_t = {t for g in groups for t in _temperatures(g.label)}
+        passed_t = {t for g in passed for t in _temperatures(g.label)}
+        tempered = sorted(failed_t - {1.0})
+        if tempered and 1.0 not in failed_t:
             suspects.append(
                 Suspect(
                     "draft-temperature-skipped",
-                    f"rejection sampling at temperature {', '.join(f'{t:g}' for t in tempered)}"
-                    ": a draft distribution taken at another temperature than the drafts "
+                    f"rejection sampling deviates at temperature "
+                    f"{', '.join(f'{t:g}' for t in tempered)} only"
+                    + (
+                        ", while the temperature-1 request follows the target"
+                        if 1.0 in passed_t
+                        else ""
+                    )
+                    + ": a draft distribution taken at another temperature than the drafts "
                     "were drawn at biases the accept ratio",
                 )
             )
-        suspects.append(
-            Suspect(
-                "biased-acceptance",
-                "tokens emitted through rejection sampling deviate from the target: a wrong "
-                "accept test or residual",
+        if 1.0 in failed_t or 1.0 not in passed_t:
+            suspects.append(
+                Suspect(
+                    "biased-acceptance",
+                    "tokens emitted through rejection sampling deviate from the target"
+                    + (" at temperature 1" if 1.0 in failed_t else "")
+                    + ": a wrong accept test or residual",
+                )
             )
-        )
     return suspects
 
 

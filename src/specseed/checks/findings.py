@@ -141,6 +141,9 @@ class Finding:
     """For known-limitation: the contract's stated reason."""
     details: tuple[str, ...] = field(default=())
     """Further evidence lines (exception text, overlapping ranges...)."""
+    suspect_groups: tuple[tuple[str, ...], ...] = ()
+    """Where the finding holds several pieces of evidence (diffs), the defects that fit each:
+    attribution must explain every group (empty: ``suspects`` is one group)."""
     check: str = ""
     """The check's id (stamped from the registry)."""
     scenario: str = ""

@@ -8,7 +8,7 @@ by comes from the expectation, as the runner stamps it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from specseed.checks.context import CheckContext
 from specseed.checks.evidence import stream_diff
@@ -83,6 +83,16 @@ def _compare(
     traces = [ctx.traces[run] for run in expectation.runs]
     runs = tuple(expectation.runs)
     broken = [t.name for t in traces if t.failed]
+    stopped = [t.name for t in traces if t.end.failure and t.end.failure.exception == "Interrupted"]
+    if stopped:
+        # Interrupted is not crashed: the comparison is unfinished, not an engine failure.
+        yield Finding(
+            status="skip",
+            message=f"cannot compare {varied}: run {', '.join(stopped)} was interrupted "
+            "(unfinished)",
+            runs=runs,
+        )
+        return
     if broken:
         yield Finding(
             status="error",
@@ -115,11 +125,15 @@ def _compare(
     excused: list[TokenDiff] = []
     moved: list[str] = []
     suspects: list[Suspect] = []
+    groups: list[tuple[str, tuple[str, ...]]] = []
+    held_seeded_change: set[str] = set()
     for other in traces[1:]:
         for request in requests:
             diff = stream_diff(base, other, request)
             sampled = base.request(request).temperature > 0
             if diff is None:
+                if rule is not None and _only_seeds_changed(base, other, requests):
+                    held_seeded_change.add(request)
                 if limitation is not None and sampled and _rows_moved(base, other, request):
                     moved.append(request)
                 continue
@@ -128,7 +142,9 @@ def _compare(
                 continue
             diffs.append(diff)
             if diff.attribution == "tokens-only":
-                suspects.extend(token_suspects(rule, diff, base, other, set(requests)))
+                found = token_suspects(rule, diff, base, other, set(requests))
+                suspects.extend(found)
+                groups.append((request, tuple(dict.fromkeys(x.defect for x in found))))
                 continue
             suspects.extend(divergence_suspects(diff, base, other, contract))
             if extra_suspects is not None:
@@ -144,6 +160,10 @@ def _compare(
             requests=tuple(dict.fromkeys(d.request for d in diffs)),
             suspects=merge(suspects),
             diffs=tuple(diffs),
+            # Only where every diff was seen in tokens alone (state evidence has no groups).
+            suspect_groups=(
+                _groups(groups, held_seeded_change) if len(groups) == len(diffs) else ()
+            ),
         )
     elif limitation is not None and (excused or moved):
         affected = tuple(dict.fromkeys([d.request for d in excused] + moved))
@@ -169,6 +189,37 @@ def _compare(
             runs=runs,
             requests=tuple(requests),
         )
+
+
+def _neighbour_seeds(trace: RunTrace, compared: Sequence[str]) -> tuple[int, ...] | None:
+    """The seeds of the sampled neighbours (besides the compared requests); None where one
+    of them is unseeded."""
+    seeds = [
+        info.seed
+        for info in trace.header.requests
+        if info.phase == "scenario" and info.request_id not in compared and info.temperature > 0
+    ]
+    known = [seed for seed in seeds if seed is not None]
+    return None if len(known) < len(seeds) else tuple(sorted(known))
+
+
+def _only_seeds_changed(left: RunTrace, right: RunTrace, compared: Sequence[str]) -> bool:
+    """Both runs had seeded sampled neighbours only, with other seeds on each side."""
+    a, b = _neighbour_seeds(left, compared), _neighbour_seeds(right, compared)
+    return bool(a) and bool(b) and a != b
+
+
+def _groups(
+    groups: list[tuple[str, tuple[str, ...]]], held: set[str]
+) -> tuple[tuple[str, ...], ...]:
+    """Each token-only divergence's defects, less row0-seed for a request whose tokens held
+    while only seeded neighbours changed (a kernel reading another row's seed would not)."""
+    out = []
+    for request, defects in groups:
+        kept = tuple(d for d in defects if not (d == "row0-seed" and request in held))
+        if kept:
+            out.append(kept)
+    return tuple(dict.fromkeys(out))
 
 
 def _seed_not_deciding(d: TokenDivergence) -> list[Suspect]:
@@ -231,11 +282,18 @@ def _stream_follows_neighbours(d: TokenDivergence) -> list[Suspect]:
     if not d.seeded:
         return []
     if d.unseeded_neighbours(d.left) != d.unseeded_neighbours(d.right):
+        # A kernel reading another row's seed also changes with any neighbour; a comparison
+        # where only seeded neighbours changed and the tokens held rules that out (_compare).
         return [
             Suspect(
                 "neighbor-unseeded",
                 f"{d.what} differs at {d.where}, and only one side had an unseeded neighbour",
-            )
+            ),
+            Suspect(
+                "row0-seed",
+                f"{d.what} differs at {d.where} when its neighbours changed: its draws may "
+                "follow another row's seed",
+            ),
         ]
     return [
         Suspect(

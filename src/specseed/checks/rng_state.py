@@ -255,6 +255,11 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
 
 
 def _why_none(trace: RunTrace) -> str:
+    failure = trace.end.failure
+    if failure is not None:
+        # The real reason: the run ended before it drew (a crash, or an interrupt).
+        ended = "was interrupted" if failure.exception == "Interrupted" else "crashed"
+        return f" (the run {ended} at step {failure.step}, {failure.phase}: {failure.exception})"
     scenario = [r for r in trace.header.requests if r.phase == "scenario"]
     return " (every request is greedy)" if all(r.temperature == 0 for r in scenario) else ""
 
@@ -352,7 +357,10 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
             f"random numbers ({', '.join(sorted({r for r, _, _ in violations}))})",
             runs=(trace.name,),
             requests=tuple(sorted({r for r, _, _ in violations})),
-            suspects=merge(overlap_suspect(a, b, seeds.get(r)) for r, a, b in violations),
+            suspects=merge(
+                overlap_suspect(a, b, seeds.get(r), contract, max_draft_len)
+                for r, a, b in violations
+            ),
             details=describe(violations),
         )
     elif limitation is not None:

@@ -10,6 +10,9 @@ from specseed.checks.registry import run_check
 from specseed.core.wording import plural
 from specseed.traces.records import RunTrace
 
+INTERRUPTED = "Interrupted"
+"""The failure an interrupt (SIGINT/SIGTERM) ends a run's trace with (``run/execute.py``)."""
+
 
 @run_check(
     "runs-complete",
@@ -32,6 +35,15 @@ def runs_complete(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
             runs=(trace.name,),
         )
         return
+    if failure.exception == INTERRUPTED:
+        # Stopped by the user, not by the engine: unfinished, never an engine failure.
+        yield Finding(
+            status="skip",
+            message=f"{trace.name} unfinished: interrupted at step {failure.step} "
+            f"({failure.phase}): {failure.message}",
+            runs=(trace.name,),
+        )
+        return
     suspects = []
     if failure.batch_size > limit:
         suspects.append(
@@ -50,7 +62,11 @@ def runs_complete(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         ),
         runs=(trace.name,),
         suspects=tuple(suspects),
-        details=(f"{failure.exception}: {failure.message}",),
+        # The traceback names the crash's site (attribution reads its innermost frame).
+        details=(
+            f"{failure.exception}: {failure.message}",
+            *((failure.traceback,) if failure.traceback else ()),
+        ),
     )
 
 

@@ -121,6 +121,10 @@ def _label(request: RequestInfo) -> str:
     )
 
 
+IDENTICAL_DESPITE_STATES = "though their recorded states differ"
+"""How a problem seen in tokens only (not in recorded states) ends; attribution reads it."""
+
+
 def _shared_stream(
     index: _StreamIndex,
     x: RequestInfo,
@@ -155,7 +159,7 @@ def _shared_stream(
     if identical:
         problem = (
             f"{_label(x)} and {_label(y)} have the same prompt and produced identical tokens, "
-            "though their recorded states differ"
+            f"{IDENTICAL_DESPITE_STATES}"
         )
         why = (
             f"{x.request_id} and {y.request_id} recorded different states yet drew the same "

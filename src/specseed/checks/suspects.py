@@ -71,6 +71,18 @@ def seed_suspects(
 ) -> list[Suspect]:
     """Why a request's event carries a seed other than the contract's."""
     suspects: list[Suspect] = []
+    # An engine-wide counter gives every row of a call one seed at offset 0, so it fits any
+    # wrong seed read at offset 0; the other rules name what else fits, and attribution
+    # keeps the hypothesis that explains every finding.
+    counter = (
+        Suspect(
+            "engine-counter",
+            f"{request_id} sampled with seed {fmt_seed(event.seed)} at offset 0: a seed that "
+            "comes from the engine, not the request",
+        )
+        if event.offset == 0
+        else None
+    )
     if request_seed is None:
         if event.seed == DEFAULT_SAMPLING_SEED and contract.unseeded == "unique-seed":
             suspects.append(
@@ -80,6 +92,22 @@ def seed_suspects(
                     f"{DEFAULT_SAMPLING_SEED}, which every unseeded request shares",
                 )
             )
+        elif contract.unseeded == "unique-seed":
+            others = [
+                rid
+                for rid, seed in unseeded_in_call(trace, step, event)
+                if rid != request_id and seed == event.seed
+            ]
+            if others:
+                suspects.append(
+                    Suspect(
+                        "neighbor-unseeded",
+                        f"unseeded request {request_id} sampled with the seed of unseeded "
+                        f"request {others[0]} in the same kernel call: one stream for the call",
+                    )
+                )
+        if counter is not None and event.seed != DEFAULT_SAMPLING_SEED:
+            suspects.append(counter)
         return suspects
     neighbours = [
         (rid, seed) for rid, seed in unseeded_in_call(trace, step, event) if rid != request_id
@@ -102,14 +130,17 @@ def seed_suspects(
                 f"{fmt_seed(event.seed)}, the seed of {row0[0]} at kernel row 0 of the same call",
             )
         )
-    if not suspects:
+    if counter is not None:
         suspects.append(
             Suspect(
                 "engine-counter",
-                f"{request_id} asked for seed {fmt_seed(request_seed)} but sampled with seed {fmt_seed(event.seed)} "
-                f"at offset {event.offset}: the seed comes from the engine, not the request",
+                f"{request_id} asked for seed {fmt_seed(request_seed)} but sampled with seed "
+                f"{fmt_seed(event.seed)} at offset 0: the seed comes from the engine, not the "
+                "request",
             )
         )
+    # A wrong seed that fits none of these gets no catalogue name: the finding is named by
+    # its evidence (attribution), not stretched onto a defect it does not show.
     return suspects
 
 
@@ -157,14 +188,48 @@ def offset_suspects(
     return suspects
 
 
-def overlap_suspect(first: EventState, second: EventState, request_seed: int | None) -> Suspect:
+def overlap_suspect(
+    first: EventState,
+    second: EventState,
+    request_seed: int | None,
+    contract: RngContract | None = None,
+    max_draft_len: int = 0,
+) -> Suspect:
     """The defect that best explains two overlapping draw ranges of one request."""
+    if contract is not None and contract.offsets == "window":
+        # Draft step i drawing where the next iteration's accept kernel reads its uniform i:
+        # the accept test reuses the draft's number, and the draft steps, one draw apart,
+        # run into each other as well.
+        for draft in (first, second):
+            if draft.kind != "draft":
+                continue
+            accept = contract.offset(draft.decoding_iter + 1, "accept", 0, max_draft_len)
+            if accept is not None and draft.offset == accept + draft.index:
+                return Suspect(
+                    "accept-reuses-draft-draw",
+                    f"draft[{draft.index}] of iteration {draft.decoding_iter} draws at offset "
+                    f"{draft.offset}, where the accept test of iteration "
+                    f"{draft.decoding_iter + 1} reads its uniform {draft.index}",
+                )
     if request_seed is not None and first.seed != request_seed and first.offset == 0:
         return Suspect(
             "engine-counter",
             f"{first.label()} and {second.label()} both read seed {fmt_seed(first.seed)} from offset 0, "
             f"not the request's seed {fmt_seed(request_seed)}: an engine-wide seed, offset always 0",
         )
+    pair = {first.kind: first, second.kind: second}
+    if set(pair) == {"accept", "draft"}:
+        drafted, accepting = pair["draft"], pair["accept"]
+        if (
+            accepting.decoding_iter == drafted.decoding_iter + 1
+            and drafted.offset == accepting.offset + drafted.index
+        ):
+            return Suspect(
+                "accept-reuses-draft-draw",
+                f"draft[{drafted.index}] of iteration {drafted.decoding_iter} draws at offset "
+                f"{drafted.offset}, the number the accept test of iteration "
+                f"{accepting.decoding_iter} reads for that draft",
+            )
     if (
         first.kind == second.kind == "draft"
         and first.decoding_iter == second.decoding_iter
@@ -268,13 +333,8 @@ def _sampler_suspects(diff: TokenDiff, left: RunTrace, right: RunTrace) -> list[
                     )
                 )
                 return found
-    found.append(
-        Suspect(
-            "row0-seed",
-            "the recorded seed, subsequence, offset and logits match on both sides, yet the "
-            "token differs: the kernel did not use the state the engine recorded",
-        )
-    )
+    # Same state and logits, different token, and no other row's seed to blame: no defect
+    # of the catalogue shows this; attribution names it by its evidence.
     return found
 
 

@@ -49,6 +49,15 @@ def audit(
     junit_path: Annotated[
         Path | None, typer.Option("--junit", help="Write JUnit XML here.", metavar="PATH")
     ] = None,
+    engine_log: Annotated[
+        Path | None,
+        typer.Option(
+            "--engine-log",
+            help="Write the engine's own log (vLLM, stderr) here during the runs "
+            "(default with --bundle: DIR/engine.log).",
+            metavar="PATH",
+        ),
+    ] = None,
     bundle_dir: Annotated[
         Path | None,
         typer.Option(
@@ -141,6 +150,7 @@ def audit(
         outputs = AuditOutputs(
             json=json_path,
             junit=junit_path,
+            engine_log=engine_log,
             bundle=bundle_dir or trace_dir,
             bundle_flag="--bundle" if bundle_dir is not None else "--trace-dir",
             terminal=True,

@@ -465,6 +465,9 @@ def minimize(
             }
             if scenario is None and len(candidates) == 1:
                 scenario = next(iter(candidates))
+        if scenario is None and len(candidates) == 1:
+            # A bundle of one scenario needs no --scenario either.
+            scenario = next(iter(candidates))
         if scenario is None:
             raise InputError(
                 "which scenario? pass --scenario NAME",

@@ -622,6 +622,20 @@ def render_matrix(matrix: MatrixResult, console: Console) -> None:
     names = [f"{CHECKS[c].short}={c}" for c in _ordered_checks() if c in failing]
     if names:
         console.print(Text("checks: " + ", ".join(names), style="dim"))
+    rows = [r for r in matrix.rows[1:] if r.defect is not None and r.defect not in matrix.stated()]
+    extra = [r for r in rows if r.extra]
+    wrong = [r for r in rows if r.wrong]
+    console.print(
+        f"precision: {sum(r.exact for r in rows)} of {len(rows)} defects yield exactly one root "
+        f"cause, the injected one ({matrix.precision:.0%}); {len(extra)} with extra causes, "
+        f"{len(wrong)} with a wrong cause"
+    )
+    for row in rows:
+        if row.caught and not row.exact:
+            console.print(
+                f"[red]imprecise:[/] {escape(row.defect or '')} — root causes: "
+                f"{escape('; '.join(row.causes) or '(none)')}"
+            )
     for row in matrix.rows[1:]:
         if row.caught or row.defect is None:
             continue

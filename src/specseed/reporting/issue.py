@@ -123,10 +123,12 @@ def build_issue(bundle: Bundle, findings: Sequence[Finding] | None = None) -> Is
     if lead is None:
         title = f"specseed: every invariant holds on {engine.name} (contract {bundle.contract})"
     else:
-        suspect = f"{causes[0].defect}: " if causes[0].defect else ""
-        more = len(causes) - 1
-        others = f" (+{plural(more, 'more cause')})" if more else ""
-        title = f"[specseed] {suspect}{lead.check} fails on {engine.name} ({lead.scenario}){others}"
+        # The title names the causes themselves (each one attribution kept), never a count
+        # of phantoms.
+        names = "; ".join(c.label for c in causes[:2])
+        more = len(causes) - 2
+        others = f" (+{plural(more, 'more cause')})" if more > 0 else ""
+        title = f"[specseed] {names} on {engine.name} ({lead.check}, {lead.scenario}){others}"
     minimized = scenario is not None and scenario.minimal is not None
     scenario_yaml = ""
     if scenario is not None:

@@ -6,7 +6,11 @@ Schema (``report_version`` 1): top-level ``verdict`` ("pass" or "fail"), ``exit_
 ``unfinished`` (scenarios an interrupt left out), ``missing_evidence`` (trace files that could
 not be written, with why), and ``findings``: a list of objects with ``check``,
 ``scenario``, ``status``, ``suspects`` (list of {defect, why}), ``requests``, ``runs``,
-``message``, ``limitation``, ``details``, ``diffs`` and ``offsets``.
+``message``, ``limitation``, ``details``, ``diffs`` and ``offsets``; ``root_causes``: the
+audit's conclusion (``specseed.checks.attribution``), each with ``label``, ``kind`` (defect,
+ambiguous, crash, unexplained), ``defect``, ``alternatives``, ``separated_by``, ``crash``,
+``evidence`` and ``consequences`` (the findings it rests on and those following from it, by
+check, scenario and runs) and ``why``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import asdict
 from typing import Any
 
 from specseed import __version__
+from specseed.checks.attribution import root_causes
 from specseed.checks.findings import STATUSES, Finding
 from specseed.reporting.base import DocumentReporter
 from specseed.run.results import AuditResult
@@ -53,6 +58,7 @@ def report_dict(result: AuditResult, exit_code: int) -> dict[str, Any]:
         "unfinished": list(result.unfinished),
         "missing_evidence": result.missing_evidence,
         "findings": [finding_dict(f) for f in result.findings],
+        "root_causes": [c.to_json() for c in root_causes(result.findings)],
     }
 
 

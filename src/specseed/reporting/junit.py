@@ -1,13 +1,15 @@
 """JUnit XML for CI: one testsuite per scenario, one testcase per finding.
 
 fail -> <failure>, error -> <error>, skip and known-limitation -> <skipped> (with the reason),
-pass -> an empty testcase.
+pass -> an empty testcase. A last testsuite ``root-causes`` has one failing testcase per root
+cause (``specseed.checks.attribution``), its body the findings the cause rests on.
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from specseed.checks.attribution import root_causes
 from specseed.checks.findings import Finding
 from specseed.reporting.base import DocumentReporter
 from specseed.run.results import AuditResult
@@ -66,6 +68,30 @@ def render_junit(result: AuditResult) -> str:
         failures += counts["failures"]
         errors += counts["errors"]
         skipped += counts["skipped"]
+    causes = root_causes(result.findings)
+    if causes:
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name="root-causes",
+            tests=str(len(causes)),
+            failures=str(len(causes)),
+            errors="0",
+            skipped="0",
+            time="0.000",
+        )
+        for cause in causes:
+            case = ET.SubElement(
+                suite, "testcase", classname="specseed.root-causes", name=cause.label
+            )
+            node = ET.SubElement(case, "failure", message=cause.why, type="root-cause")
+            node.text = "\n".join(
+                f"{'follows: ' if f in cause.consequences else ''}{f.check}[{','.join(f.runs)}] "
+                f"{f.scenario}: {f.message}"
+                for f in cause.findings
+            )
+        total += len(causes)
+        failures += len(causes)
     root.set("tests", str(total))
     root.set("failures", str(failures))
     root.set("errors", str(errors))

@@ -7,6 +7,7 @@ audit is. The Rich progress bar (``console.AuditProgress``) is for terminals.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from typing import TextIO
 
@@ -20,15 +21,17 @@ from specseed.run.results import AuditEvent, AuditResult, AuditStarted, Scenario
 class ProgressLines(Reporter):
     """``specseed: [3/10] uptime: 2 runs, 9 pass, 0 fail, 0 error (1.2s)``."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream
+        """None: ``sys.stderr`` when the line is written (an engine log capture swaps it)."""
         self.total = 0
         self.done = 0
 
     def _line(self, text: str) -> None:
         try:
-            self.stream.write(f"specseed: {safe_text(text)}\n")
-            self.stream.flush()
+            stream = self.stream or sys.stderr
+            stream.write(f"specseed: {safe_text(text)}\n")
+            stream.flush()
         except (OSError, ValueError):  # a closed stderr must not stop the audit
             pass
 

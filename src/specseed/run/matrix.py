@@ -3,7 +3,9 @@ checks catch it.
 
 This is the proof that the checks can fail: for every defect id, an audit of the same
 scenarios with ``defects: [id]`` must exit 1 and name the id among its suspects, while the
-audit with no defect must not fail.
+audit with no defect must not fail. It also measures the precision of the verdict: with one
+defect injected, the audit's root causes (``checks.attribution``) must be exactly that
+defect, no extra cause and no wrong one.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from specseed.checks.attribution import root_causes
 from specseed.checks.findings import FAILING
 from specseed.core.contracts import get_contract
 from specseed.core.defects import DEFECT_IDS
@@ -35,6 +38,25 @@ class MatrixRow:
     """Checks whose failing findings name ``defect`` among their suspects."""
     suspects: tuple[str, ...]
     """Every defect id named by a failing finding."""
+    causes: tuple[str, ...] = ()
+    """The root causes' labels, as the report prints them."""
+
+    @property
+    def exact(self) -> bool:
+        """Exactly one root cause, the injected defect (none at all without a defect)."""
+        return self.causes == (() if self.defect is None else (self.defect,))
+
+    @property
+    def extra(self) -> tuple[str, ...]:
+        """Causes beside the injected one (when it is among them)."""
+        if self.defect not in self.causes:
+            return ()
+        return tuple(c for c in self.causes if c != self.defect)
+
+    @property
+    def wrong(self) -> bool:
+        """The audit failed, yet no root cause is the injected defect."""
+        return self.defect is not None and bool(self.causes) and self.defect not in self.causes
 
     @property
     def caught(self) -> bool:
@@ -69,10 +91,24 @@ class MatrixResult:
             and not row.caught
         ]
 
+    def imprecise(self) -> list[str]:
+        """Defects caught whose root causes are not exactly the injected one."""
+        return [
+            row.defect
+            for row in self.rows[1:]
+            if row.defect is not None and row.defect not in self.stated() and not row.exact
+        ]
+
+    @property
+    def precision(self) -> float:
+        """The share of injected defects (stated ones aside) whose audit names exactly them."""
+        rows = [r for r in self.rows[1:] if r.defect is not None and r.defect not in self.stated()]
+        return sum(r.exact for r in rows) / len(rows) if rows else 1.0
+
     @property
     def ok(self) -> bool:
-        """The baseline passes and every targeted defect is caught."""
-        return self.baseline.verdict == "pass" and not self.missed()
+        """The baseline passes, every targeted defect is caught and each names only itself."""
+        return self.baseline.verdict == "pass" and not self.missed() and not self.imprecise()
 
 
 def _row(defect: str | None, result: AuditResult) -> MatrixRow:
@@ -84,6 +120,7 @@ def _row(defect: str | None, result: AuditResult) -> MatrixRow:
         failing_checks=tuple(sorted({f.check for f in failing})),
         naming_checks=tuple(naming),
         suspects=tuple(sorted({s.defect for f in failing for s in f.suspects})),
+        causes=tuple(c.label for c in root_causes(result.findings)),
     )
 
 

@@ -122,6 +122,21 @@ class SamplingEvent:
 
 
 @dataclass(frozen=True)
+class AppliedSampling:
+    """The sampling parameters an engine's sampler actually received for a row's tokens, as an
+    adapter that wraps the sampler saw them (one value per token the call covered; empty where
+    the call took none). Optional evidence: most engines do not expose it."""
+
+    __pydantic_config__ = _STRICT
+
+    function: str
+    """The wrapped call that received them (e.g. vLLM's ``apply_sampling_constraints``)."""
+    temperature: tuple[float, ...]
+    top_k: tuple[int, ...] = ()
+    top_p: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
 class RowRecord:
     """One request's row in one engine step."""
 
@@ -151,6 +166,9 @@ class RowRecord:
     """Sampling events of this row, in the order the kernels ran."""
     discarded: bool = False
     """True where the row ran but its output was thrown away (overlap scheduler's extra step)."""
+    applied: AppliedSampling | None = None
+    """What the sampler received for this row, where the adapter sees it (left out of the
+    JSONL line when None, so traces without it read and write as before)."""
 
 
 @dataclass(frozen=True)
@@ -326,6 +344,10 @@ def _record_line(kind: str, record: Any) -> str:
     # Python mode, then json.dumps: the same JSON the format has always had (pydantic's JSON
     # mode would write a non-finite float as null).
     payload = _RECORDS[kind].dump_python(record)
+    if kind == "step":
+        for row in payload["rows"]:
+            if row.get("applied", 0) is None:
+                del row["applied"]
     payload["record"] = kind
     return json.dumps(payload, separators=(",", ":"), sort_keys=False)
 

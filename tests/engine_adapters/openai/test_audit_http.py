@@ -160,6 +160,8 @@ def test_each_token_changing_defect_is_caught_through_http(
     failing = [f for f in _findings(report, check) if f["status"] == "fail"]
     assert failing, output
     assert defect in {s["defect"] for f in failing for s in f["suspects"]}, output
+    # Issue 19: tokens alone still yield exactly one root cause, the injected defect.
+    assert [c["label"] for c in report["root_causes"]] == [defect], report["root_causes"]
 
 
 def test_server_killed_mid_audit_gives_findings_not_a_traceback(tmp_path: Path) -> None:

@@ -50,6 +50,7 @@ from specseed.engine_adapters.base import (
 from specseed.engine_adapters.vllm.info import ENGINE
 from specseed.engine_adapters.vllm.options import VllmOptions
 from specseed.traces.records import (
+    AppliedSampling,
     Observability,
     Phase,
     RowRecord,
@@ -432,6 +433,8 @@ class _VllmRun:
         observer.batches = [b for b in observer.batches if b.step > self.step]
         draws = [d for d in observer.draws if d.step == self.step]
         observer.draws = [d for d in observer.draws if d.step > self.step]
+        applied = next((a for a in observer.applied if a.step == self.step), None)
+        observer.applied = [a for a in observer.applied if a.step > self.step]
         rows: list[RowRecord] = []
         for batch in batches:
             for row, engine_id in enumerate(batch.request_ids):
@@ -439,11 +442,13 @@ class _VllmRun:
                 if request is None:
                     continue
                 own = [d for d in draws if d.row == row and d.request_id == engine_id]
-                rows.append(self._row(request, row, batch, own))
+                rows.append(self._row(request, row, batch, own, applied))
         if rows:
             self.recorder.step(StepRecord(step=self.step, phase=phase, rows=tuple(rows)))
 
-    def _row(self, request: _Request, row: int, batch: Any, draws: list[Any]) -> RowRecord:
+    def _row(
+        self, request: _Request, row: int, batch: Any, draws: list[Any], applied: Any = None
+    ) -> RowRecord:
         sampled = batch.sampled[row]
         remaining = request.plan.max_tokens - request.emitted
         discarded = batch.discarded[row] or remaining <= 0
@@ -481,7 +486,18 @@ class _VllmRun:
             drafts_proposed=(),
             events=events,
             discarded=discarded,
+            applied=_applied(applied, row),
         )
+
+
+def _applied(batch: Any, row: int) -> AppliedSampling | None:
+    """The row's share of what the rejection sampler applied (None without drafts)."""
+    if batch is None:
+        return None
+    temperature, top_k, top_p = batch.of_row(row)
+    if not temperature:
+        return None
+    return AppliedSampling("apply_sampling_constraints", temperature, top_k, top_p)
 
 
 def _row_request(runner: Any, row: int) -> str | None:

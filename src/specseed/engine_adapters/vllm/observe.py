@@ -131,6 +131,28 @@ class SampledBatch:
     """blake2b of the float32 target logits row behind each sampled token."""
 
 
+@dataclass(frozen=True)
+class AppliedBatch:
+    """The per-token sampling parameters ``rejection_sampler.apply_sampling_constraints``
+    applied to the target logits of one step's draft positions: what
+    ``expand_batch_to_tokens`` returned for temperature, top-k and top-p (vLLM 0.32.0's
+    ``v1/sample/rejection_sampler.py``), not what the requests asked for."""
+
+    step: int
+    cu_num_draft_tokens: tuple[int, ...]
+    """Cumulative draft positions per batch row: row r owns tokens [cu[r-1], cu[r])."""
+    temperature: tuple[float, ...]
+    top_k: tuple[int, ...]
+    top_p: tuple[float, ...]
+
+    def of_row(self, row: int) -> tuple[tuple[float, ...], tuple[int, ...], tuple[float, ...]]:
+        if row >= len(self.cu_num_draft_tokens):
+            return (), (), ()
+        start = self.cu_num_draft_tokens[row - 1] if row > 0 else 0
+        end = self.cu_num_draft_tokens[row]
+        return self.temperature[start:end], self.top_k[start:end], self.top_p[start:end]
+
+
 def logits_fingerprint(row: torch.Tensor) -> str:
     """The same fingerprint the reference engine writes: blake2b of the float32 row."""
     data = row.detach().to(device="cpu", dtype=torch.float32).contiguous().numpy().tobytes()
@@ -206,6 +228,7 @@ class RngObserver:
     sampled_request: Callable[[str], bool]
     draws: list[Draw] = field(default_factory=list)
     batches: list[SampledBatch] = field(default_factory=list)
+    applied: list[AppliedBatch] = field(default_factory=list)
     step: int = 0
     active: bool = False
     positions: GeneratorPositions = field(default_factory=GeneratorPositions)
@@ -323,6 +346,9 @@ class RngObserver:
         recovered = rs.sample_recovered_tokens
         draft_sample = proposer.compute_probs_and_sample_next_token
         runner_sample = GPUModelRunner._sample
+        constraints = rs.apply_sampling_constraints
+        expand = rs.expand_batch_to_tokens
+        expanded: list[list[Any]] | None = None
 
         def sample_wrap(self: Any, logits: torch.Tensor, sampling_metadata: Any, *a: Any,
                         **kw: Any) -> Any:  # fmt: skip
@@ -423,7 +449,49 @@ class RngObserver:
             observer.seconds += time.perf_counter() - started
             return output
 
+        def expand_wrap(x: torch.Tensor, *a: Any, **kw: Any) -> Any:
+            out = expand(x, *a, **kw)
+            if expanded is not None:
+                expanded.append(out.tolist())
+            return out
+
+        def constraints_wrap(logits: torch.Tensor, cu_num_draft_tokens: torch.Tensor,
+                             sampling_metadata: Any) -> Any:  # fmt: skip
+            # What the sampler applied, read from expand_batch_to_tokens' results in the order
+            # apply_sampling_constraints calls it: temperature, then top-k, then top-p.
+            nonlocal expanded
+            if not observer.active:
+                return constraints(logits, cu_num_draft_tokens, sampling_metadata)
+            expanded = []
+            try:
+                return constraints(logits, cu_num_draft_tokens, sampling_metadata)
+            finally:
+                got, expanded = expanded, None
+                if got:
+                    temperature = tuple(float(v) for v in got.pop(0))
+                    top_k = (
+                        tuple(int(v) for v in got.pop(0))
+                        if sampling_metadata.top_k is not None and got
+                        else ()
+                    )
+                    top_p = (
+                        tuple(float(v) for v in got.pop(0))
+                        if sampling_metadata.top_p is not None and got
+                        else ()
+                    )
+                    observer.applied.append(
+                        AppliedBatch(
+                            observer.step,
+                            tuple(int(n) for n in cu_num_draft_tokens.tolist()),
+                            temperature,
+                            top_k,
+                            top_p,
+                        )
+                    )
+
         return [
+            (rs, "expand_batch_to_tokens", expand_wrap),
+            (rs, "apply_sampling_constraints", constraints_wrap),
             (Sampler, "sample", sample_wrap),
             (rs.RejectionSampler, "forward", rejection_wrap),
             (rs, "generate_uniform_probs", uniform_wrap),

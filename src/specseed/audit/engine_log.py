@@ -1,0 +1,89 @@
+"""The engine's own log, kept out of the report: to a file for the duration of the runs.
+
+In-process engines write to the process's stderr: vLLM through its ``vllm`` logger (a stream
+handler on the stderr it found at import), torch and C++ code straight to file descriptor 2.
+While the runs go, descriptor 2 and ``sys.stderr`` (which engines and their progress bars
+write to) point at the log file; the context yields a stream on a copy of the terminal's
+descriptor, which the audit hands to its own consoles and progress lines, so specseed's output
+stays on the terminal while everything else lands in the file. The ``vllm``
+logger's handlers get the file as well, whichever stream they hold. Worker processes
+(``--jobs``) inherit descriptor 2, so their engines log to the file too.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import TextIO
+
+ENGINE_LOG = "engine.log"
+"""The bundle's engine log file."""
+ENGINE_LOGGERS = ("vllm",)
+"""Loggers of in-process engines whose records go to the file."""
+VLLM_CONFIGURE = "VLLM_CONFIGURE_LOGGING"
+"""vLLM's switch for configuring its own logger on import (``vllm/envs.py``)."""
+
+
+@contextmanager
+def capture_engine_log(path: Path | None) -> Iterator[TextIO | None]:
+    """Send the engine's stderr and loggers to ``path`` (appending) for the block; None: leave
+    them alone. A file that cannot be opened leaves them alone too (the audit goes on).
+    Yields the terminal's stream (None when nothing was captured)."""
+    if path is None:
+        yield None
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+    except OSError:
+        yield None
+        return
+    with suppress(OSError, ValueError):
+        sys.stderr.flush()
+    saved_fd = os.dup(2)
+    terminal = os.fdopen(os.dup(saved_fd), "w", buffering=1, encoding="utf-8", errors="replace")
+    handler = logging.StreamHandler(log)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(asctime)s %(name)s: %(message)s"))
+    moved: list[tuple[logging.Logger, list[logging.Handler], bool]] = []
+    os.dup2(log.fileno(), 2)
+    # Python code writing to sys.stderr (progress bars, warnings) whatever sys.stderr is now.
+    saved_stderr, sys.stderr = sys.stderr, log
+    # vLLM configures its logger when first imported (a handler on stdout by default); one
+    # imported during the runs must not: its records go to the file through this handler.
+    configure = os.environ.get(VLLM_CONFIGURE)
+    os.environ[VLLM_CONFIGURE] = "0"
+    levels = []
+    for name in ENGINE_LOGGERS:
+        logger = logging.getLogger(name)
+        moved.append((logger, list(logger.handlers), logger.propagate))
+        levels.append(logger.level)
+        for old in list(logger.handlers):
+            logger.removeHandler(old)
+        logger.addHandler(handler)
+        logger.propagate = False
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.INFO)
+    try:
+        yield terminal
+    finally:
+        if configure is None:
+            os.environ.pop(VLLM_CONFIGURE, None)
+        else:
+            os.environ[VLLM_CONFIGURE] = configure
+        for (logger, handlers, propagate), level in zip(moved, levels, strict=True):
+            logger.removeHandler(handler)
+            for old in handlers:
+                logger.addHandler(old)
+            logger.propagate = propagate
+            logger.setLevel(level)
+        with suppress(OSError, ValueError):
+            terminal.flush()
+        sys.stderr = saved_stderr
+        os.dup2(saved_fd, 2)
+        os.close(saved_fd)
+        terminal.close()
+        log.close()

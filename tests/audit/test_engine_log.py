@@ -1,0 +1,45 @@
+"""The engine's log goes to a file during the runs (issue 19), specseed's own output does not.
+
+Real file descriptors and the real ``vllm`` logger name (no vLLM needed: the logger is only
+a name); pytest's own fd capture shows what reached the terminal.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from specseed.audit.engine_log import capture_engine_log
+
+
+def test_engine_stderr_and_vllm_logger_go_to_the_file_and_specseed_keeps_the_terminal(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "bundle" / "engine.log"
+    logger = logging.getLogger("vllm")
+    before = list(logger.handlers)
+    with capture_engine_log(log) as terminal:
+        assert terminal is not None
+        os.write(2, b"C++ engine line\n")
+        print("python engine line", file=sys.stderr, flush=True)
+        logger.info("vllm info line")
+        terminal.write("specseed: [1/1] done\n")
+        terminal.flush()
+    text = log.read_text()
+    assert "C++ engine line" in text and "python engine line" in text
+    assert "vllm info line" in text
+    seen = capfd.readouterr().err
+    assert "specseed: [1/1] done" in seen
+    assert "engine line" not in seen and "vllm info line" not in seen
+    assert logger.handlers == before  # put back as it was
+    os.write(2, b"after\n")
+    assert "after" in capfd.readouterr().err and "after" not in log.read_text()
+
+
+def test_no_path_changes_nothing() -> None:
+    with capture_engine_log(None) as terminal:
+        assert terminal is None
