@@ -64,6 +64,7 @@ def test_an_injected_defect_is_a_violation() -> None:
 
 def test_an_unwritable_report_is_an_event_and_exit_5(tmp_path: Path) -> None:
     folder = tmp_path / "out"
+    folder.mkdir()
     report = folder / "r.json"
     events: list[AuditEvent] = []
 
