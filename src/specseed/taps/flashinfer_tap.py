@@ -29,18 +29,12 @@ was installed (they call flashinfer's custom ops directly). The wrapper is exclu
 compilation (``torch.compiler.disable``), so code compiled after installation still calls it
 eagerly.
 
-The wrapper records on the device: it clones the seed/offset tensors and the returned
-tokens (asynchronous device copies) and moves on; ``calls`` copies everything recorded since
-the last read to the host at once, one transfer per dtype, and only then builds the columns.
-So a tapped call costs a few device copies, not a synchronisation and a thousand-element
-``tolist`` (``benchmarks/bench_flashinfer.py`` measures the cost). Reading ``calls``
-synchronises with the GPU: the tap is an audit instrument, not something to leave on in
-production.
+Reading seeds and tokens synchronises with the GPU: the tap is an audit instrument, not
+something to leave on in production (``benchmarks/bench_flashinfer.py`` measures its cost).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 import sys
@@ -198,8 +192,7 @@ class FlashinferTap:
 
     module: ModuleType | None = None
     version: str | None = None
-    _calls: list[TapCall] = field(default_factory=list, init=False, repr=False)
-    _pending: list[_Pending] = field(default_factory=list, init=False, repr=False)
+    calls: list[TapCall] = field(default_factory=list)
     aliases_patched: list[str] = field(default_factory=list)
     """``module.attr`` of every reference outside the sampling module that was replaced."""
     _patches: list[_Patch] = field(default_factory=list)
@@ -261,30 +254,6 @@ class FlashinferTap:
     # -- what was seen -----------------------------------------------------------------------
 
     @property
-    def calls(self) -> list[TapCall]:
-        """Every call so far, in order (reading it copies pending recordings to the host)."""
-        if self._pending:
-            self._flush()
-        return self._calls
-
-    def _flush(self) -> None:
-        pending, self._pending = self._pending, []
-        host = _to_host([t for p in pending for t in p.tensors()])
-        for p in pending:
-            seed_arg = host.get(id(p.seed), p.seed)
-            offset_arg = host.get(id(p.offset), p.offset)
-            result: Any
-            if p.function == "chain_speculative_sampling":
-                result = (host[id(p.output)], None, host[id(p.emitted)])
-            else:
-                result = host[id(p.output)]
-            before = host.get(id(p.before_emitted)) if p.before_emitted is not None else None
-            seeds = _read(seed_arg, p.rows, p.call.element0)
-            offsets = _read(offset_arg, p.rows, p.call.element0)
-            columns = _columns(p.function, p.num_drafts, result, p.rows, seeds, offsets, before)
-            self._calls[p.call.index] = dataclasses.replace(p.call, columns=columns)
-
-    @property
     def captured_calls(self) -> int:
         return sum(1 for call in self.calls if call.captured)
 
@@ -323,84 +292,39 @@ class FlashinferTap:
         def tapped(*args: Any, **kwargs: Any) -> Any:
             if _capturing():
                 result = original(*args, **kwargs)
-                self._calls.append(
-                    TapCall(len(self._calls), name, "tensor", None, False, self.version, None, True)
+                self.calls.append(
+                    TapCall(len(self.calls), name, "tensor", None, False, self.version, None, True)
                 )
                 return result
             bound = _bind(signature, args, kwargs)
             before_emitted = None
-            num_drafts = 0
             if name == "chain_speculative_sampling":
-                num_drafts = int(bound["draft_token_ids"].shape[1])
                 given = bound.get("maybe_output_emitted_draft_token_num")
                 if isinstance(given, torch.Tensor):
                     before_emitted = given.detach().clone()
-            # Clones: the caller may reuse its seed/offset buffers before ``calls`` is read.
-            seed_arg, offset_arg = _kept(bound.get("seed")), _kept(bound.get("offset"))
+            seed_arg, offset_arg = bound.get("seed"), bound.get("offset")
             rows = _row_count(name, bound)
+            element0 = reads_element0_only(self.version)
+            seeds = _read(seed_arg, rows, element0)
+            offsets = _read(offset_arg, rows, element0)
             result = original(*args, **kwargs)
-            if name == "chain_speculative_sampling":
-                output, emitted = _kept(result[0]), _kept(result[2])
-            else:
-                output, emitted = _kept(result[0] if isinstance(result, tuple) else result), None
-            # The index is taken after the call: a tapped function that calls another tapped
-            # one (a joint kernel through its parts) appends the inner call first.
-            call = TapCall(
-                index=len(self._calls),
-                function=name,
-                seed_kind=_seed_kind(seed_arg, offset_arg),
-                seed_length=int(seed_arg.numel()) if isinstance(seed_arg, torch.Tensor) else None,
-                element0=reads_element0_only(self.version),
-                flashinfer_version=self.version,
-            )
-            self._calls.append(call)  # columns filled in by _flush
-            self._pending.append(
-                _Pending(
-                    call, name, rows, num_drafts, seed_arg, offset_arg, output, emitted,
-                    before_emitted,
+            self.calls.append(
+                TapCall(
+                    index=len(self.calls),
+                    function=name,
+                    seed_kind=_seed_kind(seed_arg, offset_arg),
+                    seed_length=int(seed_arg.numel())
+                    if isinstance(seed_arg, torch.Tensor)
+                    else None,
+                    element0=element0,
+                    flashinfer_version=self.version,
+                    columns=_columns(name, bound, result, rows, seeds, offsets, before_emitted),
                 )
-            )  # fmt: skip
+            )
             return result
 
         disable = getattr(getattr(torch, "compiler", None), "disable", None)
         return disable(tapped) if disable is not None else tapped
-
-
-@dataclass(frozen=True)
-class _Pending:
-    """A call recorded on the device, not yet copied to the host."""
-
-    call: TapCall
-    function: str
-    rows: int
-    num_drafts: int
-    seed: object
-    offset: object
-    output: torch.Tensor
-    emitted: torch.Tensor | None
-    before_emitted: torch.Tensor | None
-
-    def tensors(self) -> list[torch.Tensor]:
-        found = (self.seed, self.offset, self.output, self.emitted, self.before_emitted)
-        return [t for t in found if isinstance(t, torch.Tensor)]
-
-
-def _kept(value: Any) -> Any:
-    """A private device copy of a tensor argument or result (other values as they are)."""
-    return value.detach().clone() if isinstance(value, torch.Tensor) else value
-
-
-def _to_host(tensors: list[torch.Tensor]) -> dict[int, torch.Tensor]:
-    """Each tensor on the CPU, by ``id``: one concatenation and one copy per device and dtype."""
-    groups: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
-    for t in tensors:
-        groups.setdefault((t.device, t.dtype), []).append(t)
-    host: dict[int, torch.Tensor] = {}
-    for group in groups.values():
-        flat = torch.cat([t.reshape(-1) for t in group]).cpu()
-        for t, part in zip(group, flat.split([t.numel() for t in group]), strict=True):
-            host[id(t)] = part.view(t.shape)
-    return host
 
 
 def _capturing() -> bool:
@@ -446,7 +370,7 @@ def _row_count(name: str, bound: dict[str, Any]) -> int:
 
 def _columns(
     name: str,
-    num_drafts: int,
+    bound: dict[str, Any],
     result: Any,
     count: int,
     seeds: tuple[list[int], list[int]] | None,
@@ -458,6 +382,7 @@ def _columns(
         emitted_now = emitted.detach().to(torch.int64).cpu()
         if before_emitted is not None:
             emitted_now = emitted_now - before_emitted.to(torch.int64).cpu()
+        num_drafts = int(bound["draft_token_ids"].shape[1])
         out_rows = output.tolist()
         emitted_list = emitted_now.tolist()
         tokens = [tuple(out_rows[i][: emitted_list[i] + 1]) for i in range(count)]
