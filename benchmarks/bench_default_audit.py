@@ -140,15 +140,15 @@ def forward_ab(kernels: list[str], repeats: int) -> None:
     from specseed.engine_adapters.reference.tiny import TINY_MODEL
 
     torch.set_num_threads(1)
-    target = TINY_MODEL.build_target(0)
+    model = TINY_MODEL.build_target(0)
     rng = random.Random(0)
 
     def once() -> float:
-        caches = [target.new_cache() for _ in range(8)]
+        caches = [model.new_cache() for _ in range(8)]
         started = time.thread_time()
-        target.forward([(c, [rng.randrange(512) for _ in range(20)]) for c in caches])
+        model.forward([(c, [rng.randrange(512) for _ in range(20)]) for c in caches])
         for _ in range(6):
-            target.forward([(c, [rng.randrange(512) for _ in range(4)]) for c in caches])
+            model.forward([(c, [rng.randrange(512) for _ in range(4)]) for c in caches])
         spent = time.thread_time() - started
         for c in caches:
             c.release()

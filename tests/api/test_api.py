@@ -25,7 +25,7 @@ def test_a_failing_audit_from_a_path_with_its_renderings_and_bundle(tmp_path: Pa
     data = json.loads(report.json())
     assert data["exit_code"] == 1
     suites = ET.fromstring(report.junit())
-    assert [s.get("name") for s in suites] == ["small-position"]
+    assert [s.get("name") for s in suites] == ["small-position", "root-causes"]
     assert (tmp_path / "b" / "manifest.json").is_file()
     assert "row0-seed" in report.issue()
 

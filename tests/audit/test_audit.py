@@ -92,7 +92,7 @@ def test_an_unwritable_report_is_refused_before_anything_runs(tmp_path: Path) ->
     audit = Audit.from_config(
         config(), Path.cwd(), AuditOutputs(json=folder / "r.json"), on_event=events.append
     )
-    with pytest.raises(InputError, match="cannot write the JSON report .* is not a folder"):
+    with pytest.raises(InputError, match=r"cannot write the JSON report .* is not a folder"):
         audit.run()
     assert events == []
 

@@ -391,7 +391,10 @@ def render_finding(finding: Finding) -> Group:
         for suspect in finding.suspects:
             suspects.add_row(suspect.defect, suspect.why)
         parts += [Text("suspects:", style="bold"), suspects]
-    for line in finding.details[:8]:
+    # A stack trace stays in --json and the bundle: the terminal names its site through the
+    # root cause (the innermost frame in the engine's code).
+    shown = [line for line in finding.details if not line.startswith("Traceback (most recent")]
+    for line in shown[:8]:
         parts.append(Text(f"  {line}", style="dim"))
     for diff in finding.diffs[:MAX_DIFFS_SHOWN]:
         parts.append(Text(""))
