@@ -43,3 +43,16 @@ def test_engine_stderr_and_vllm_logger_go_to_the_file_and_specseed_keeps_the_ter
 def test_no_path_changes_nothing() -> None:
     with capture_engine_log(None) as terminal:
         assert terminal is None
+
+
+def test_a_key_the_engine_logs_is_removed_from_the_file(tmp_path: Path) -> None:
+    from specseed.core import secrets
+
+    key = "sk-engine-log-4f1c9e2b7d"
+    secrets.hold(key)
+    log = tmp_path / "engine.log"
+    with capture_engine_log(log):
+        os.write(2, f"connecting with key {key} to http://u:pw-9@host/v1\n".encode())
+    text = log.read_text()
+    assert "connecting with key" in text
+    assert key not in text and "pw-9" not in text

@@ -87,3 +87,14 @@ def capture_engine_log(path: Path | None) -> Iterator[TextIO | None]:
         os.close(saved_fd)
         terminal.close()
         log.close()
+        _scrub(path)
+
+
+def _scrub(path: Path) -> None:
+    """The log rewritten through the one writer, which removes secrets: an engine may log
+    its server URL or a key. A log too large to hold is left as the engine wrote it."""
+    from specseed.core.files import write_atomic
+
+    with suppress(OSError):
+        if path.is_file() and path.stat().st_size <= 64 << 20:
+            write_atomic(path, path.read_text(encoding="utf-8", errors="replace"))
