@@ -526,8 +526,10 @@ def render_report(
     if result.interrupted:  # a verdict on part of the audit must not read as the whole
         done = f"finished scenarios {verdict}" if result.scenarios else "no scenario finished"
         verdict = f"[bold yellow]INTERRUPTED[/] ({result.interrupted}), {done}"
-    suspects = sorted({s.defect for f in failing for s in f.suspects})
-    tail = f"; suspects: {', '.join(suspects)}" if suspects else ""
+    # The last line names what the root causes name, not every finding's candidate suspects
+    # (those include defects the attribution ruled out).
+    named = [d for c in causes for d in c.defects]
+    tail = f"; suspects: {', '.join(dict.fromkeys(named))}" if named else ""
     console.print(f"{verdict}: {tally}{tail} (exit {exit_code})")
 
 
