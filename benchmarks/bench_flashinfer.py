@@ -13,8 +13,9 @@ timed from the call until the GPU finished it, inputs already on the GPU):
    the CPU twin, which is an audit cost, not a sampling cost).
 2. the raw call with the flashinfer tap installed, and the tap's overhead as a ratio (goal:
    within 1.3x): loops of ``--iters`` calls, the tapped loop including the read of
-   ``tap.calls`` that copies the recordings to the host and the last call's rows; "+rows"
-   also builds every row of every call (what an audit reads afterwards); with
+   ``tap.calls`` that copies the recordings to the host ("copy"), and that read plus the
+   last call's rows ("tapped", the measure of earlier runs); "+rows" builds every row of
+   every call (what an audit reads afterwards, once, after the run); with
    ``--baseline-tap FILE`` (a ``flashinfer_tap.py`` of another commit) "base" is that tap's
    ratio, measured in the same run;
 3. the backend serving the ``ideal`` contract (subsequence 0 for every row), which takes one
@@ -144,8 +145,8 @@ def kernels(batch: int, vocab: int, iters: int, baseline: str | None = None) -> 
         ),
     ]
     print(
-        f"{'kernel':<24} {'raw':>8} {'backend':>8} {'ratio':>6} {'tapped':>8} {'ratio':>6} "
-        f"{'+rows':>6} {'base':>6}"
+        f"{'kernel':<24} {'raw':>7} {'backend':>7} {'ratio':>5} {'tapped':>7} {'ratio':>5} "
+        f"{'copy':>5} {'+rows':>5} {'base':>5}"
     )
     for name, raw, through_backend in rows:
         t_raw = per_call_ms(raw, iters)
@@ -157,15 +158,17 @@ def kernels(batch: int, vocab: int, iters: int, baseline: str | None = None) -> 
         with FlashinferTap(fs) as tap:
             t_tapped = loop_ms(raw, iters, lambda: len(tap.calls[-1].rows))
         with FlashinferTap(fs) as tap:
+            t_copy = loop_ms(raw, iters, lambda: len(tap.calls))
+        with FlashinferTap(fs) as tap:
             t_rows = loop_ms(raw, iters, lambda: read_all(tap))
         t_base = float("nan")
         if base_tap is not None:
             with base_tap(fs) as old:
                 t_base = loop_ms(raw, iters, lambda: len(old.calls[-1].rows))
         print(
-            f"{name:<24} {t_raw:8.3f} {t_backend:8.3f} {t_backend / t_raw:6.2f} "
-            f"{t_tapped:8.3f} {t_tapped / t_loop:6.2f} {t_rows / t_loop:6.2f} "
-            f"{t_base / t_loop:6.2f}"
+            f"{name:<24} {t_raw:7.3f} {t_backend:7.3f} {t_backend / t_raw:5.2f} "
+            f"{t_tapped:7.3f} {t_tapped / t_loop:5.2f} {t_copy / t_loop:5.2f} "
+            f"{t_rows / t_loop:5.2f} {t_base / t_loop:5.2f}"
         )
 
     zeros = torch.zeros(batch, dtype=torch.int64)

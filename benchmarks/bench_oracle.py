@@ -157,7 +157,9 @@ def bench_models(args: argparse.Namespace) -> None:
         if device == "cuda" and checked > 0:
             few = seqs[:checked]
             cpu = oracle.ReferenceOracle.of_target(
-                LlamaTarget(config, orc._target.state_dict(), device="cpu", max_seq_len=512),
+                LlamaTarget(
+                    config, orc._target.state_dict(), device="cpu", max_seq_len=orc.max_len
+                ),
                 "cpu copy",
             )
             reference = cpu.logits(few)

@@ -45,12 +45,13 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import operator
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import torch
 
@@ -94,9 +95,9 @@ def reads_element0_only(version: str | None) -> bool:
     return (0, 6, 4) <= tuple(parts) < (0, 7, 2)
 
 
-@dataclass(frozen=True)
-class TapRow:
-    """One kernel row (CUDA block) of one tapped call."""
+class TapRow(NamedTuple):
+    """One kernel row (CUDA block) of one tapped call (a named tuple: an audit builds a
+    thousand per call, and a frozen dataclass costs several times more to make)."""
 
     row: int
     """Output row index: flashinfer's ``blockIdx.x``."""
@@ -152,18 +153,23 @@ class TapCall:
         c = self.columns
         if c is None:
             return ()
+        count = len(c.tokens)
+        nothing = itertools.repeat(None, count)
         return tuple(
-            TapRow(
-                row=i,
-                subsequence=i,
-                seed=c.seeds[i] if c.seeds else None,
-                offset=c.offsets[i] if c.offsets else None,
-                seed_given=c.seeds_given[i] if c.seeds_given else None,
-                offset_given=c.offsets_given[i] if c.offsets_given else None,
-                draws=c.draws[i],
-                tokens=c.tokens[i],
+            map(
+                TapRow._make,
+                zip(
+                    range(count),
+                    range(count),
+                    c.seeds or nothing,
+                    c.offsets or nothing,
+                    c.seeds_given or nothing,
+                    c.offsets_given or nothing,
+                    c.draws,
+                    c.tokens,
+                    strict=False,
+                ),
             )
-            for i in range(len(c.tokens))
         )
 
 
@@ -304,6 +310,21 @@ def _to_host(records: list[_Record]) -> None:
         record.kept = [
             host.get(id(v), v) if isinstance(v, torch.Tensor) else v for v in record.kept
         ]
+
+
+def _kept_pair(seed: Any, offset: Any) -> tuple[Any, Any]:
+    """Private copies of the seed and offset arguments: one stacked copy (one launch) where
+    they are tensors of one shape, dtype and device."""
+    if (
+        isinstance(seed, torch.Tensor)
+        and isinstance(offset, torch.Tensor)
+        and seed.shape == offset.shape
+        and seed.dtype == offset.dtype
+        and seed.device == offset.device
+    ):
+        both = torch.stack((seed, offset))
+        return both[0], both[1]
+    return _kept(seed), _kept(offset)
 
 
 def _kept(value: Any) -> Any:
@@ -449,7 +470,7 @@ class FlashinferTap:
                     before_emitted = given.clone()
             seed_arg, offset_arg = bound.get("seed"), bound.get("offset")
             # Copies: the caller may advance its seed/offset buffers before the tap is read.
-            seed_kept, offset_kept = _kept(seed_arg), _kept(offset_arg)
+            seed_kept, offset_kept = _kept_pair(seed_arg, offset_arg)
             rows = _row_count(name, bound)
             result = original(*args, **kwargs)
             if chain:
