@@ -37,6 +37,7 @@ import time
 import torch
 
 from specseed.distribution import analysis, oracle, stats
+from specseed.engine_adapters.reference import numerics
 from specseed.engine_adapters.reference.config import LlamaConfig
 from specseed.engine_adapters.reference.target import LlamaTarget, expected_shapes
 
@@ -218,7 +219,17 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--cpu-check", type=int, default=2)
     parser.add_argument("--power-only", action="store_true")
+    parser.add_argument(
+        "--row-block",
+        type=int,
+        help="rows per matrix product in the forward (default: the engine's ROW_BLOCK, 16)",
+    )
     args = parser.parse_args()
+    if args.row_block:
+        # What-if only: the engine's block keeps its rows batch-invariant; the oracle needs
+        # float32 accuracy, not those bits, so a larger block is a lead for a faster oracle.
+        numerics.ROW_BLOCK = args.row_block
+        print(f"row block {args.row_block} (engine: 16)")
     if not args.power_only:
         bench_models(args)
     power_table()
