@@ -13,7 +13,11 @@ timed from the call until the GPU finished it, inputs already on the GPU):
    the CPU twin, which is an audit cost, not a sampling cost).
 2. the raw call with the flashinfer tap installed, and the tap's overhead as a ratio (goal:
    within 1.3x): loops of ``--iters`` calls, the tapped loop including the read of
-   ``tap.calls`` that copies the recordings to the host;
+   ``tap.calls`` that copies the recordings to the host ("copy"), and that read plus the
+   last call's rows ("tapped", the measure of earlier runs); "+rows" builds every row of
+   every call (what an audit reads afterwards, once, after the run); with
+   ``--baseline-tap FILE`` (a ``flashinfer_tap.py`` of another commit) "base" is that tap's
+   ratio, measured in the same run;
 3. the backend serving the ``ideal`` contract (subsequence 0 for every row), which takes one
    launch per row.
 
@@ -27,7 +31,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -77,7 +83,27 @@ def wall_ms(fn: Callable[[], object], iters: int, warmup: int = 1) -> float:
     return statistics.median(times)
 
 
-def kernels(batch: int, vocab: int, iters: int) -> None:
+def load_tap(path: str | None) -> type[FlashinferTap] | None:
+    """``FlashinferTap`` of another copy of the tap module (the side-by-side baseline)."""
+    if not path:
+        return None
+    spec = importlib.util.spec_from_file_location("baseline_flashinfer_tap", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module.FlashinferTap  # type: ignore[no-any-return]
+
+
+def read_all(tap: FlashinferTap) -> int:
+    """Every row of every call, then a fresh list (each loop reads only its own calls)."""
+    rows = sum(len(call.rows) for call in tap.calls)
+    tap.calls.clear()
+    return rows
+
+
+def kernels(batch: int, vocab: int, iters: int, baseline: str | None = None) -> None:
+    base_tap = load_tap(baseline)
     backend = make_backend("flashinfer", "cuda")
     assert isinstance(backend, FlashinferBackend)
     fs = backend.fs
@@ -118,7 +144,10 @@ def kernels(batch: int, vocab: int, iters: int) -> None:
             lambda: backend.chain_speculative_sampling(draft, ids, target, seeds, offsets, None),
         ),
     ]
-    print(f"{'kernel':<24} {'raw':>8} {'backend':>8} {'ratio':>6} {'tapped':>8} {'ratio':>6}")
+    print(
+        f"{'kernel':<24} {'raw':>7} {'backend':>7} {'ratio':>5} {'tapped':>7} {'ratio':>5} "
+        f"{'copy':>5} {'+rows':>5} {'base':>5}"
+    )
     for name, raw, through_backend in rows:
         t_raw = per_call_ms(raw, iters)
         t_backend = per_call_ms(through_backend, iters)
@@ -128,9 +157,18 @@ def kernels(batch: int, vocab: int, iters: int) -> None:
         t_loop = loop_ms(raw, iters, lambda: None)
         with FlashinferTap(fs) as tap:
             t_tapped = loop_ms(raw, iters, lambda: len(tap.calls[-1].rows))
+        with FlashinferTap(fs) as tap:
+            t_copy = loop_ms(raw, iters, lambda: len(tap.calls))
+        with FlashinferTap(fs) as tap:
+            t_rows = loop_ms(raw, iters, lambda: read_all(tap))
+        t_base = float("nan")
+        if base_tap is not None:
+            with base_tap(fs) as old:
+                t_base = loop_ms(raw, iters, lambda: len(old.calls[-1].rows))
         print(
-            f"{name:<24} {t_raw:8.3f} {t_backend:8.3f} {t_backend / t_raw:6.2f} "
-            f"{t_tapped:8.3f} {t_tapped / t_loop:6.2f}"
+            f"{name:<24} {t_raw:7.3f} {t_backend:7.3f} {t_backend / t_raw:5.2f} "
+            f"{t_tapped:7.3f} {t_tapped / t_loop:5.2f} {t_copy / t_loop:5.2f} "
+            f"{t_rows / t_loop:5.2f} {t_base / t_loop:5.2f}"
         )
 
     zeros = torch.zeros(batch, dtype=torch.int64)
@@ -239,9 +277,10 @@ def main() -> None:
     parser.add_argument("--engine", action="store_true", help="also time the reference engine")
     parser.add_argument("--engine-tokens", type=int, default=64)
     parser.add_argument("--skip-kernels", action="store_true")
+    parser.add_argument("--baseline-tap", help="another flashinfer_tap.py, timed side by side")
     args = parser.parse_args()
     if not args.skip_kernels:
-        kernels(args.batch, args.vocab, args.iters)
+        kernels(args.batch, args.vocab, args.iters, args.baseline_tap)
     if args.engine:
         engine(args.engine_tokens)
 

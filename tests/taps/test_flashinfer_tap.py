@@ -6,6 +6,7 @@ is in ``test_flashinfer_tap_gpu.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Iterator
 from types import ModuleType
@@ -181,3 +182,83 @@ def test_torch_compile_in_the_process_is_named_as_a_blind_spot(fs: ModuleType) -
     compiled = torch.compile(lambda x: x * 2 + 1, backend="eager")
     compiled(torch.ones(3))
     assert any("torch.compile" in note for note in tap.blind_spots())
+
+
+def test_a_nested_tapped_call_keeps_its_own_rows(fs: ModuleType) -> None:
+    """A tapped function that calls another tapped one through the module (as flashinfer's
+    joint kernels call their parts): the inner call returns first and is recorded first,
+    each with its own rows, however late the rows are copied."""
+    inner_probs, outer_probs = _probs(2, seed=1), _probs(5, seed=2)
+    inner_seeds = torch.tensor([11, 12], dtype=torch.int64)
+    outer = fs.top_k_top_p_sampling_from_probs
+
+    def joint(probs: torch.Tensor, top_k: object, top_p: object, **kwargs: object) -> object:
+        fs.sampling_from_probs(inner_probs, seed=inner_seeds, offset=inner_seeds * 0)
+        return outer(probs, top_k, top_p, **kwargs)
+
+    fs.top_k_top_p_sampling_from_probs = joint  # type: ignore[attr-defined]
+    with FlashinferTap(fs) as tap:
+        fs.sampling_from_probs(_probs(3), seed=1, offset=0)
+        fs.top_k_top_p_sampling_from_probs(outer_probs, 4, 0.9, seed=99, offset=8)
+    calls = tap.calls
+    assert [(c.index, c.function, len(c.rows)) for c in calls] == [
+        (0, "sampling_from_probs", 3),
+        (1, "sampling_from_probs", 2),
+        (2, "top_k_top_p_sampling_from_probs", 5),
+    ]
+    assert [r.seed for r in calls[1].rows] == [11, 12]
+    assert {(r.seed, r.offset) for r in calls[2].rows} == {(99, 8)}
+
+
+def test_buffers_the_caller_reuses_are_recorded_as_they_were_at_the_call(
+    fs: ModuleType,
+) -> None:
+    """The tap copies the rows late: what it reads must be the call's state, not what the
+    engine wrote into the same tensors afterwards."""
+    batch, k, vocab = 4, 2, 16
+    gen = torch.Generator().manual_seed(9)
+    draft = torch.softmax(torch.randn(batch, k, vocab, generator=gen), -1)
+    target = torch.softmax(torch.randn(batch, k + 1, vocab, generator=gen), -1)
+    ids = torch.multinomial(draft.reshape(-1, vocab), 1, generator=gen).reshape(batch, k).int()
+    seeds = torch.tensor([1, 2, 3, 4], dtype=torch.int64)
+    offsets = torch.tensor([0, 4, 8, 12], dtype=torch.int64)
+    emitted_buffer = torch.zeros(batch, dtype=torch.int32)
+    with FlashinferTap(fs) as tap:
+        tokens = fs.sampling_from_probs(_probs(4), seed=seeds, offset=offsets)
+        sampled = tokens.tolist()
+        out, _acc, emitted = fs.chain_speculative_sampling(
+            draft,
+            ids,
+            target,
+            maybe_output_emitted_draft_token_num=emitted_buffer,
+            seed=seeds,
+            offset=offsets,
+        )
+        chain_rows = [tuple(out[i, : int(emitted[i]) + 1].tolist()) for i in range(batch)]
+        # What an engine does next: advance the offsets, reuse the output buffers.
+        seeds.add_(100)
+        offsets.add_(4)
+        tokens.fill_(-1)
+        out.fill_(-1)
+        emitted.fill_(0)
+    first, chain = tap.calls
+    assert [r.seed for r in first.rows] == [1, 2, 3, 4]
+    assert [r.offset for r in first.rows] == [0, 4, 8, 12]
+    assert [r.tokens for r in first.rows] == [(t,) for t in sampled]
+    assert [r.offset for r in chain.rows] == [0, 4, 8, 12]
+    assert [r.tokens for r in chain.rows] == chain_rows
+
+
+def test_reads_between_calls_and_a_cleared_list(fs: ModuleType) -> None:
+    """Each read copies only what came since the last; clearing starts the indices again
+    (the TensorRT-LLM adapter clears the list between phases)."""
+    with FlashinferTap(fs) as tap:
+        fs.sampling_from_probs(_probs(2), seed=torch.tensor([5, 6]), offset=torch.tensor([0, 0]))
+        assert [r.seed for r in tap.calls[0].rows] == [5, 6]
+        fs.sampling_from_probs(_probs(3), seed=7, offset=4)
+        assert [len(c.rows) for c in tap.calls] == [2, 3]
+        tap.calls.clear()
+        fs.sampling_from_probs(_probs(1), seed=8, offset=0)
+    assert [(c.index, c.rows[0].seed) for c in tap.calls] == [(0, 8)]
+    as_data = dataclasses.asdict(tap.calls[0])["columns"]
+    assert as_data["seeds"] == [8] and as_data["draws"] == [1]

@@ -6,7 +6,9 @@
 # pyproject.toml of the checkout), whl/*.whl (pydantic, pydantic-core, annotated-types,
 # typing-inspection, typing-extensions: cp312), apache_tvm_ffi-*.whl, flashinfer074_trim.tgz
 # and flashinfer_python-0.6.4-py3-none-any.whl, as tools/groundtruth/make_device_bundle.sh
-# makes them. STEPS selects a subset of "jit tests audits cudatests bench".
+# makes them. STEPS selects a subset of "jit tests audits cudatests bench oracle" (default:
+# all but oracle). BENCH_ARGS go to bench_flashinfer.py (default --engine), ORACLE_ARGS to
+# benchmarks/bench_oracle.py (the oracle's tokens/s per model size, run last, alone).
 set -u
 DEV=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/gpu-out}
@@ -81,7 +83,8 @@ if [[ " $STEPS " == *" cudatests "* ]]; then
   (
     stamp "pytest gpu: the engine on CUDA with the CPU sampling backend"
     cd "$DEV/repo" && timeout 300 env PYTHONPATH=$(site 074) python3 -m pytest -q -m gpu \
-      -p no:cacheprovider tests/engine_adapters/reference/test_engine_cuda.py
+      -p no:cacheprovider tests/engine_adapters/reference/test_engine_cuda.py \
+      tests/distribution/test_oracle_device.py
     stamp "exit $?"
   ) >"$OUT/cuda.log" 2>&1 &
 fi
@@ -92,9 +95,19 @@ if [[ " $STEPS " == *" bench "* ]]; then
   {
     stamp bench
     cd "$DEV/repo" && timeout "${BENCH_TIMEOUT:-170}" env PYTHONPATH=$(site 074) \
-      FLASHINFER_WORKSPACE_BASE=/tmp/ws074 python3 benchmarks/bench_flashinfer.py --engine
+      FLASHINFER_WORKSPACE_BASE=/tmp/ws074 python3 benchmarks/bench_flashinfer.py ${BENCH_ARGS---engine}
     stamp "bench exit $?"
   } >"$OUT/bench.log" 2>&1
+fi
+
+if [[ " $STEPS " == *" oracle "* ]]; then
+  {
+    stamp oracle
+    nvidia-smi --query-gpu=memory.used,memory.total --format=csv
+    cd "$DEV/repo" && timeout "${ORACLE_TIMEOUT:-300}" env PYTHONPATH=$(site 074) \
+      python3 benchmarks/bench_oracle.py ${ORACLE_ARGS-}
+    stamp "oracle exit $?"
+  } >"$OUT/oracle.log" 2>&1
 fi
 stamp all done
 for f in "$OUT"/*.log; do echo "== $f"; tail -n 25 "$f"; done

@@ -50,7 +50,9 @@ gives a chi-square noncentrality of at most ``2 n eps^2 / min(cell probability)`
 p-value is taken under that noncentral chi-square (the largest p-value any engine within
 the envelope could produce). For float32 engines (the reference engine) the envelope is
 about 1e-5 and changes nothing measurable; for bfloat16 logits it is wide and the finding
-says so. ``alpha`` is never widened.
+says so. ``alpha`` is never widened. An oracle that states a ``logits_error`` (the float32
+oracle on CUDA, TF32 off: its logits differ from the CPU forward by reduction order) adds it
+to ``u``: ``delta = (u + logits_error) * max|logit|``.
 """
 
 from __future__ import annotations
@@ -142,10 +144,14 @@ class DistributionResult:
 
 
 def _envelope(
-    logits: torch.Tensor, probs: torch.Tensor, setup: SamplingSetup, dtype: str
+    logits: torch.Tensor,
+    probs: torch.Tensor,
+    setup: SamplingSetup,
+    dtype: str,
+    oracle_error: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per row: the TV envelope, and which tokens' filter membership is ambiguous."""
-    unit = UNIT_ROUNDOFF.get(dtype, UNIT_ROUNDOFF["bfloat16"])
+    unit = UNIT_ROUNDOFF.get(dtype, UNIT_ROUNDOFF["bfloat16"]) + oracle_error
     vocab = logits.shape[-1]
     delta = unit * logits.abs().amax(dim=-1)
     # Probability ratios under the perturbation, widened by float32 probability rounding.
@@ -301,7 +307,8 @@ def _group_tests(
     n_req, _, vocab = logits.shape
     flat_logits = logits.reshape(-1, vocab)
     probs = distributions(flat_logits, setup)
-    eps, ambiguous = _envelope(flat_logits, probs, setup, dtype)
+    oracle_error = float(getattr(oracle, "logits_error", 0.0))
+    eps, ambiguous = _envelope(flat_logits, probs, setup, dtype, oracle_error)
     tokens = torch.tensor([s.tokens[:length] for s in samples], dtype=torch.int64).reshape(-1)
     generator = torch.Generator().manual_seed(seed)
     noise = torch.rand(tokens.shape, generator=generator, dtype=torch.float64)

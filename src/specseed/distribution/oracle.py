@@ -14,18 +14,34 @@ computes are the float32 logits the engine computed (the forward is batch- and
 chunk-invariant), so the only difference left is the float32 probability arithmetic of the
 engine's kernels; ``analysis`` accounts for that (and for engines whose logits are in a lower
 precision) with an explicit envelope.
+
+Where it runs. On the CUDA device when torch sees one (a checkpoint the size a user serves
+needs it), else on the CPU; ``SPECSEED_ORACLE_DEVICE`` (``cpu``, ``cuda``, ``auto``) chooses
+by hand, and a model that cannot be loaded on CUDA (out of memory, say) is loaded on the CPU,
+the description saying why. Either way the forward is float32 (weights are upcast). On the
+CPU it is the reference engine's own arithmetic, bit for bit; on CUDA the reductions run in
+another order, so the oracle states ``logits_error``: the bound on its logits' deviation, as
+a fraction of the row's largest |logit|, that ``analysis`` adds to the engine's rounding in
+the envelope (``CUDA_LOGITS_ERROR``). That bound holds only in true float32: TF32 matrix
+products (10-bit mantissas, about 1e-3 relative) would be far outside it, so the oracle
+turns TF32 off for its forward whatever the process set, and puts the setting back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
 from specseed.traces.records import EngineConfigRecord
+
+if TYPE_CHECKING:
+    from specseed.engine_adapters.reference.model import LlamaTarget
 
 
 class OracleUnavailable(Exception):
@@ -46,6 +62,8 @@ class ProbabilityOracle(Protocol):
 
     description: str
     vocab_size: int
+    # An oracle may also state ``logits_error`` (float): the bound on its logits' deviation
+    # as a fraction of the row's largest |logit|; ``analysis`` reads 0 where it is absent.
 
     def logits(
         self, sequences: Sequence[tuple[Sequence[int], Sequence[int]]]
@@ -63,23 +81,88 @@ def distributions(logits: torch.Tensor, setup: SamplingSetup) -> torch.Tensor:
     return filter_probs(probs, setup.top_k, setup.top_p)
 
 
+CUDA_LOGITS_ERROR = 2.0**-14
+"""``logits_error`` of the float32 oracle on CUDA (TF32 off): 6.1e-5 of the row's largest
+|logit|. Measured on an H200 against the CPU float32 forward (``benchmarks/bench_oracle.py``,
+tools/gpu/logs/run7-oracle.log): at most 5.3e-7 for the built-in tiny model, 3.4e-6 for a
+random Llama-3.2-1B-shaped model and 4.8e-6 for a Llama-3-8B-shaped one, so a margin of
+12x at 8B. With TF32 left on the same models measured 4.7e-4, 1.9e-3 and 1.8e-3: outside it,
+which is why the oracle turns TF32 off."""
+
+DEVICE_VARIABLE = "SPECSEED_ORACLE_DEVICE"
+
+
+def oracle_device(requested: str | None = None) -> str:
+    """``cuda`` or ``cpu``: ``requested`` (or ``SPECSEED_ORACLE_DEVICE``), ``auto`` (the
+    default) meaning CUDA when torch sees a device."""
+    wanted = (requested or os.environ.get(DEVICE_VARIABLE) or "auto").strip().lower()
+    if wanted not in ("auto", "cpu", "cuda"):
+        raise OracleUnavailable(f"{DEVICE_VARIABLE}={wanted!r}: expected cpu, cuda or auto")
+    if wanted == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return wanted
+
+
+@contextmanager
+def true_float32() -> Iterator[None]:
+    """float32 matrix products in float32 (no TF32) inside, the process's setting after."""
+    precision = torch.get_float32_matmul_precision()
+    cudnn = torch.backends.cudnn.allow_tf32
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(precision)
+        torch.backends.cudnn.allow_tf32 = cudnn
+
+
 class ReferenceOracle:
-    """The Llama target of a local checkpoint, or the built-in tiny model of a ``model_seed``."""
+    """The Llama target of a local checkpoint, or the built-in tiny model of a ``model_seed``,
+    on ``device`` (default: ``oracle_device()``)."""
 
-    def __init__(self, checkpoint: Path | None, model_seed: int) -> None:
-        from specseed.engine_adapters.reference.model import LlamaTarget, build_tiny_target
-
+    def __init__(
+        self, checkpoint: Path | None, model_seed: int, *, device: str | None = None
+    ) -> None:
+        wanted = oracle_device(device)
+        fallback = ""
         try:
-            if checkpoint is not None:
-                self._target = LlamaTarget.from_checkpoint(checkpoint)
-                self.description = f"checkpoint {checkpoint}"
-            else:
-                self._target = build_tiny_target(model_seed)
-                self.description = f"built-in tiny Llama (model_seed {model_seed})"
+            target = _load(checkpoint, model_seed, wanted)
         except Exception as exc:  # any load failure is a reason to skip, stated
-            raise OracleUnavailable(f"could not load the target: {exc}") from exc
-        self.vocab_size = self._target.config.vocab_size
-        self.max_len = self._target.max_seq_len
+            if wanted == "cpu":
+                raise OracleUnavailable(f"could not load the target: {exc}") from exc
+            fallback = f" (on the CPU: CUDA could not load it: {str(exc).splitlines()[0]})"
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            try:
+                target = _load(checkpoint, model_seed, "cpu")
+            except Exception as cpu_exc:
+                raise OracleUnavailable(f"could not load the target: {cpu_exc}") from cpu_exc
+        what = (
+            f"checkpoint {checkpoint}"
+            if checkpoint is not None
+            else f"built-in tiny Llama (model_seed {model_seed})"
+        )
+        self._set_target(target, f"{what}{fallback}")
+
+    @classmethod
+    def of_target(cls, target: LlamaTarget, description: str) -> ReferenceOracle:
+        """An oracle over a model already built (benchmarks build random models directly)."""
+        oracle = cls.__new__(cls)
+        oracle._set_target(target, description)
+        return oracle
+
+    def _set_target(self, target: LlamaTarget, description: str) -> None:
+        self._target = target
+        self.device = target.device
+        on_cuda = self.device.type == "cuda"
+        self.logits_error = CUDA_LOGITS_ERROR if on_cuda else 0.0
+        """Bound on this oracle's logits' deviation from the CPU float32 forward, as a
+        fraction of the row's largest |logit| (the envelope adds it)."""
+        where = "CUDA, float32 without TF32" if on_cuda else "CPU, float32"
+        self.description = f"{description} on {where}"
+        self.vocab_size = target.config.vocab_size
+        self.max_len = target.max_seq_len
 
     def logits(
         self, sequences: Sequence[tuple[Sequence[int], Sequence[int]]]
@@ -87,8 +170,10 @@ class ReferenceOracle:
         out: list[torch.Tensor] = []
         # Chunks of whole sequences per forward: bounded memory, few Python round trips.
         batch = 32
+        on_cpu = self.device.type == "cpu"
         previous = torch.get_num_threads()
-        torch.set_num_threads(1)  # see the reference engine: tiny ops, busy 2-core machines
+        if on_cpu:
+            torch.set_num_threads(1)  # see the reference engine: tiny ops, busy 2-core machines
         try:
             for start in range(0, len(sequences), batch):
                 chunk = sequences[start : start + batch]
@@ -102,14 +187,29 @@ class ReferenceOracle:
                             f"context of {self.max_len}"
                         )
                     inputs.append(tokens)
-                results = self._target.forward(list(zip(caches, inputs, strict=True)))
+                with true_float32():
+                    results = self._target.forward(list(zip(caches, inputs, strict=True)))
+                parts = []
                 for (prompt, emitted), result, cache in zip(chunk, results, caches, strict=True):
                     first = len(prompt) - 1
-                    out.append(result.logits[first : first + len(emitted)].to(torch.float64))
+                    parts.append(result.logits[first : first + len(emitted)])
                     cache.release()
+                if on_cpu:
+                    out.extend(part.to(torch.float64) for part in parts)
+                else:  # one copy to the host per chunk, not one per request
+                    host = torch.cat(parts).cpu().to(torch.float64)
+                    out.extend(host.split([part.shape[0] for part in parts]))
         finally:
             torch.set_num_threads(previous)
         return out
+
+
+def _load(checkpoint: Path | None, model_seed: int, device: str) -> LlamaTarget:
+    from specseed.engine_adapters.reference.model import LlamaTarget, build_tiny_target
+
+    if checkpoint is not None:
+        return LlamaTarget.from_checkpoint(checkpoint, device=device)
+    return build_tiny_target(model_seed, device=device)
 
 
 _CACHE: dict[tuple[str, int], ReferenceOracle] = {}

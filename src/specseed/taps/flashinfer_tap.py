@@ -29,19 +29,29 @@ was installed (they call flashinfer's custom ops directly). The wrapper is exclu
 compilation (``torch.compiler.disable``), so code compiled after installation still calls it
 eagerly.
 
-Reading seeds and tokens synchronises with the GPU: the tap is an audit instrument, not
-something to leave on in production (``benchmarks/bench_flashinfer.py`` measures its cost).
+Recording stays on the device. A tapped call clones the seed/offset tensors (the caller
+may advance them in place before anyone reads the tap) and the tokens it returned (chain
+sampling adds to a buffer the caller passed), asynchronous device copies, and moves on: no
+synchronisation, no per-row Python. Reading ``calls`` copies everything recorded since the
+last read to the host at once (one transfer per device and dtype); a call's columns are
+built from those host tensors the first time they are read. Each record belongs to its call
+object, not to a position in a list, so a tapped function that calls another tapped one
+(the inner call finishes, and is appended, first) keeps its own rows. Reading ``calls``
+synchronises with the GPU: the tap is an audit instrument, not something to leave on in
+production (``benchmarks/bench_flashinfer.py`` measures its cost).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import itertools
+import operator
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import torch
 
@@ -85,9 +95,9 @@ def reads_element0_only(version: str | None) -> bool:
     return (0, 6, 4) <= tuple(parts) < (0, 7, 2)
 
 
-@dataclass(frozen=True)
-class TapRow:
-    """One kernel row (CUDA block) of one tapped call."""
+class TapRow(NamedTuple):
+    """One kernel row (CUDA block) of one tapped call (a named tuple: an audit builds a
+    thousand per call, and a frozen dataclass costs several times more to make)."""
 
     row: int
     """Output row index: flashinfer's ``blockIdx.x``."""
@@ -143,18 +153,23 @@ class TapCall:
         c = self.columns
         if c is None:
             return ()
+        count = len(c.tokens)
+        nothing = itertools.repeat(None, count)
         return tuple(
-            TapRow(
-                row=i,
-                subsequence=i,
-                seed=c.seeds[i] if c.seeds else None,
-                offset=c.offsets[i] if c.offsets else None,
-                seed_given=c.seeds_given[i] if c.seeds_given else None,
-                offset_given=c.offsets_given[i] if c.offsets_given else None,
-                draws=c.draws[i],
-                tokens=c.tokens[i],
+            map(
+                TapRow._make,
+                zip(
+                    range(count),
+                    range(count),
+                    c.seeds or nothing,
+                    c.offsets or nothing,
+                    c.seeds_given or nothing,
+                    c.offsets_given or nothing,
+                    c.draws,
+                    c.tokens,
+                    strict=False,
+                ),
             )
-            for i in range(len(c.tokens))
         )
 
 
@@ -169,17 +184,152 @@ def _uint64(value: int) -> int:
     return int(value) & _UINT64
 
 
+def _as_uint64(flat: torch.Tensor) -> list[int]:
+    """A 1-D integer tensor's values as uint64 Python ints (one C-level ``tolist``)."""
+    if flat.dtype == torch.int64:
+        return flat.view(torch.uint64).tolist()  # two's complement: the bits the kernel reads
+    if flat.dtype == torch.uint64:
+        return flat.tolist()
+    return [v & _UINT64 for v in flat.tolist()]
+
+
 def _read(value: object, rows: int, element0: bool) -> tuple[list[int], list[int]] | None:
     """(used, given) per row for a seed or offset argument, or None if absent."""
     if value is None:
         return None
+    if rows == 0:
+        return [], []
     if isinstance(value, torch.Tensor):
-        flat = [v & _UINT64 for v in value.reshape(-1).tolist()]
+        flat = _as_uint64(value.reshape(-1))
         given = flat[:rows] if len(flat) >= rows else [flat[0]] * rows
         used = [flat[0]] * rows if (element0 or len(flat) == 1) else given
         return used, given
     scalar = _uint64(int(value))  # type: ignore[call-overload]
     return [scalar] * rows, [scalar] * rows
+
+
+class _Record:
+    """One call's recorded values: device tensors until the tap copies them, then host ones.
+
+    ``kept`` is (seed, offset, output tokens, emitted counts, emitted counts before the call):
+    private copies where they are tensors, the arguments as given otherwise.
+    """
+
+    __slots__ = ("element0", "function", "kept", "num_drafts", "rows")
+
+    def __init__(
+        self, function: str, rows: int, num_drafts: int, element0: bool, kept: list[Any]
+    ) -> None:
+        self.function = function
+        self.rows = rows
+        self.num_drafts = num_drafts
+        self.element0 = element0
+        self.kept = kept
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [t for t in self.kept if isinstance(t, torch.Tensor) and t.device.type != "cpu"]
+
+    def columns(self) -> TapColumns:
+        """The columns, from host tensors (a record read before any flush copies its own)."""
+        host = [t.cpu() if isinstance(t, torch.Tensor) else t for t in self.kept]
+        seed, offset, output, emitted, before = host
+        count = self.rows
+        seeds = _read(seed, count, self.element0)
+        offsets = _read(offset, count, self.element0)
+        draws: list[int | None]
+        if self.function == "chain_speculative_sampling":
+            emitted_now = emitted.to(torch.int64)
+            if before is not None:
+                emitted_now = emitted_now - before.to(torch.int64)
+            emitted_now = emitted_now[:count]
+            k = self.num_drafts
+            ends = (emitted_now + 1).tolist()
+            tokens = list(map(tuple, map(operator.getitem, output.tolist(), map(slice, ends))))
+            draws = torch.where(emitted_now >= k, k + 1, k + 2).tolist()
+        else:
+            tokens = list(zip(output.reshape(-1).tolist(), strict=False))
+            draws = [1 if self.function in _ONE_DRAW else None] * count
+        return TapColumns(
+            seeds=seeds[0] if seeds else None,
+            offsets=offsets[0] if offsets else None,
+            seeds_given=seeds[1] if seeds else None,
+            offsets_given=offsets[1] if offsets else None,
+            draws=draws,
+            tokens=tokens,
+        )
+
+
+class _RecordedColumns(TapColumns):
+    """``TapColumns`` built from a ``_Record`` the first time a field is read.
+
+    Building a thousand-row call's lists costs far more than the kernel that made them; an
+    audit reads them after the run, so the run does not wait for them. The dataclass
+    ``__init__`` is not run: every field is a property over the built columns, which
+    ``dataclasses.asdict``, ``==`` and ``repr`` read like stored fields.
+    """
+
+    def __init__(self, record: _Record) -> None:
+        object.__setattr__(self, "_record", record)
+
+    @functools.cached_property
+    def _built(self) -> TapColumns:
+        record: _Record = self.__dict__["_record"]
+        return record.columns()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TapColumns):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in _COLUMN_FIELDS)
+
+    __hash__ = None  # type: ignore[assignment]  # lists inside: unhashable, like the base
+
+    seeds = property(lambda self: self._built.seeds)
+    offsets = property(lambda self: self._built.offsets)
+    seeds_given = property(lambda self: self._built.seeds_given)
+    offsets_given = property(lambda self: self._built.offsets_given)
+    draws = property(lambda self: self._built.draws)
+    tokens = property(lambda self: self._built.tokens)
+
+
+_COLUMN_FIELDS = ("seeds", "offsets", "seeds_given", "offsets_given", "draws", "tokens")
+
+
+def _to_host(records: list[_Record]) -> None:
+    """Move every record's device tensors to the host: one concatenation and one copy per
+    device and dtype, however many calls were recorded."""
+    groups: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
+    for record in records:
+        for t in record.tensors():
+            groups.setdefault((t.device, t.dtype), []).append(t)
+    host: dict[int, torch.Tensor] = {}
+    for group in groups.values():
+        flat = torch.cat([t.reshape(-1) for t in group]).cpu()
+        for t, part in zip(group, flat.split([t.numel() for t in group]), strict=True):
+            host[id(t)] = part.view(t.shape)
+    for record in records:
+        record.kept = [
+            host.get(id(v), v) if isinstance(v, torch.Tensor) else v for v in record.kept
+        ]
+
+
+def _kept_pair(seed: Any, offset: Any) -> tuple[Any, Any]:
+    """Private copies of the seed and offset arguments: one stacked copy (one launch) where
+    they are tensors of one shape, dtype and device."""
+    if (
+        isinstance(seed, torch.Tensor)
+        and isinstance(offset, torch.Tensor)
+        and seed.shape == offset.shape
+        and seed.dtype == offset.dtype
+        and seed.device == offset.device
+    ):
+        both = torch.stack((seed, offset))
+        return both[0], both[1]
+    return _kept(seed), _kept(offset)
+
+
+def _kept(value: Any) -> Any:
+    """A private copy of a tensor argument or result (other values as they are)."""
+    return value.clone() if isinstance(value, torch.Tensor) else value
 
 
 @dataclass
@@ -192,10 +342,12 @@ class FlashinferTap:
 
     module: ModuleType | None = None
     version: str | None = None
-    calls: list[TapCall] = field(default_factory=list)
     aliases_patched: list[str] = field(default_factory=list)
     """``module.attr`` of every reference outside the sampling module that was replaced."""
     _patches: list[_Patch] = field(default_factory=list)
+    _calls: list[TapCall] = field(default_factory=list, init=False, repr=False)
+    _pending: list[_Record] = field(default_factory=list, init=False, repr=False)
+    """Records whose tensors are still on the device (copied when ``calls`` is read)."""
 
     # -- install / uninstall ---------------------------------------------------------------
 
@@ -254,6 +406,15 @@ class FlashinferTap:
     # -- what was seen -----------------------------------------------------------------------
 
     @property
+    def calls(self) -> list[TapCall]:
+        """Every call so far, in the order the calls returned (reading it copies what was
+        recorded since the last read to the host, once; clearing it forgets them)."""
+        if self._pending:
+            pending, self._pending = self._pending, []
+            _to_host(pending)
+        return self._calls
+
+    @property
     def captured_calls(self) -> int:
         return sum(1 for call in self.calls if call.captured)
 
@@ -287,30 +448,46 @@ class FlashinferTap:
             signature: inspect.Signature | None = inspect.signature(original)
         except (TypeError, ValueError):
             signature = None
+        bind = _binder(signature)
+        element0 = reads_element0_only(self.version)
+        chain = name == "chain_speculative_sampling"
 
         @functools.wraps(original)
         def tapped(*args: Any, **kwargs: Any) -> Any:
             if _capturing():
                 result = original(*args, **kwargs)
-                self.calls.append(
-                    TapCall(len(self.calls), name, "tensor", None, False, self.version, None, True)
+                self._calls.append(
+                    TapCall(len(self._calls), name, "tensor", None, False, self.version, None, True)
                 )
                 return result
-            bound = _bind(signature, args, kwargs)
+            bound = bind(args, kwargs)
             before_emitted = None
-            if name == "chain_speculative_sampling":
+            num_drafts = 0
+            if chain:
+                num_drafts = int(bound["draft_token_ids"].shape[1])
                 given = bound.get("maybe_output_emitted_draft_token_num")
                 if isinstance(given, torch.Tensor):
-                    before_emitted = given.detach().clone()
+                    before_emitted = given.clone()
             seed_arg, offset_arg = bound.get("seed"), bound.get("offset")
+            # Copies: the caller may advance its seed/offset buffers before the tap is read.
+            seed_kept, offset_kept = _kept_pair(seed_arg, offset_arg)
             rows = _row_count(name, bound)
-            element0 = reads_element0_only(self.version)
-            seeds = _read(seed_arg, rows, element0)
-            offsets = _read(offset_arg, rows, element0)
             result = original(*args, **kwargs)
-            self.calls.append(
+            if chain:
+                # The emitted counts are the caller's buffer when it passed one: copy them.
+                output, emitted = _kept(result[0]), _kept(result[2])
+            else:
+                output, emitted = _kept(result[0] if isinstance(result, tuple) else result), None
+            record = _Record(
+                name, rows, num_drafts, element0,
+                [seed_kept, offset_kept, output, emitted, before_emitted],
+            )  # fmt: skip
+            # The index is taken after the call: a tapped function that calls another tapped
+            # one (a joint kernel through its parts) appends the inner call first. The record
+            # travels with its own call object, so no position has to line up later.
+            self._calls.append(
                 TapCall(
-                    index=len(self.calls),
+                    index=len(self._calls),
                     function=name,
                     seed_kind=_seed_kind(seed_arg, offset_arg),
                     seed_length=int(seed_arg.numel())
@@ -318,9 +495,10 @@ class FlashinferTap:
                     else None,
                     element0=element0,
                     flashinfer_version=self.version,
-                    columns=_columns(name, bound, result, rows, seeds, offsets, before_emitted),
+                    columns=_RecordedColumns(record),
                 )
             )
+            self._pending.append(record)
             return result
 
         disable = getattr(getattr(torch, "compiler", None), "disable", None)
@@ -352,6 +530,33 @@ def _bind(
     return dict(kwargs)
 
 
+def _binder(
+    signature: inspect.Signature | None,
+) -> Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]:
+    """A fast ``_bind`` for one signature: positional arguments zipped with the leading
+    positional parameters' names (``Signature.bind`` costs more than a small kernel launch);
+    anything else goes through ``_bind``."""
+    names: list[str] = []
+    if signature is not None:
+        for param in signature.parameters.values():
+            if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+                break
+            names.append(param.name)
+
+    def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if (
+            signature is None
+            or len(args) > len(names)
+            or any(n in kwargs for n in names[: len(args)])
+        ):
+            return _bind(signature, args, kwargs)
+        bound = dict(zip(names, args, strict=False))
+        bound.update(kwargs)
+        return bound
+
+    return bind
+
+
 def _seed_kind(seed: object, offset: object) -> SeedKind:
     if seed is None or offset is None:
         return "generator"
@@ -366,38 +571,3 @@ def _row_count(name: str, bound: dict[str, Any]) -> int:
     if first is None:
         first = bound.get("logits")
     return int(first.shape[0]) if isinstance(first, torch.Tensor) else 0
-
-
-def _columns(
-    name: str,
-    bound: dict[str, Any],
-    result: Any,
-    count: int,
-    seeds: tuple[list[int], list[int]] | None,
-    offsets: tuple[list[int], list[int]] | None,
-    before_emitted: torch.Tensor | None,
-) -> TapColumns:
-    if name == "chain_speculative_sampling":
-        output, _accepted, emitted = result
-        emitted_now = emitted.detach().to(torch.int64).cpu()
-        if before_emitted is not None:
-            emitted_now = emitted_now - before_emitted.to(torch.int64).cpu()
-        num_drafts = int(bound["draft_token_ids"].shape[1])
-        out_rows = output.tolist()
-        emitted_list = emitted_now.tolist()
-        tokens = [tuple(out_rows[i][: emitted_list[i] + 1]) for i in range(count)]
-        draws: list[int | None] = [
-            num_drafts + 1 if e >= num_drafts else num_drafts + 2 for e in emitted_list
-        ]
-    else:
-        samples = result[0] if isinstance(result, tuple) else result
-        tokens = [(t,) for t in samples.tolist()]
-        draws = [1 if name in _ONE_DRAW else None] * count
-    return TapColumns(
-        seeds=seeds[0] if seeds else None,
-        offsets=offsets[0] if offsets else None,
-        seeds_given=seeds[1] if seeds else None,
-        offsets_given=offsets[1] if offsets else None,
-        draws=draws,
-        tokens=tokens,
-    )
