@@ -1,17 +1,24 @@
 """Shared test setup: GPU-only tests carry ``@pytest.mark.gpu`` and skip without CUDA; under
-pytest-xdist (``-n`` in pyproject.toml) the tests that share an expensive fixture run on one
+pytest-xdist (``-n 2 --dist loadscope`` in pyproject.toml) each test module runs whole on one
 worker, and every vLLM test on the same one.
 
-Grouping (``--dist loadgroup``): a test that uses a module-, package- or session-scoped
-fixture defined in this tree is grouped with the tree node that defines it (the detection
-matrix, the bundles per defect profile, a module's engine), so that fixture is still built
-once per test run rather than once per worker. Every test marked ``vllm`` shares one group:
-two vLLM engines at once (the in-process one and ``vllm serve``) would each want every core
-and several GiB, and the in-process tests share one session engine. The rest spread test by
-test. Workers take the largest groups first so a long group does not start last.
+Why: a module-scoped fixture (the detection matrix, the bundles per defect profile, a module's
+engine) is then still built once per test run, not once per worker; and the vLLM tests share
+one session engine (tests/engine_adapters/vllm/conftest.py), while two vLLM engines at once
+(the in-process one and ``vllm serve``) would each want every core and several GiB. The
+controller schedules by node id alone (it never collects), so the vLLM group is named by path
+(``VLLM_PATHS``); each worker checks at collection that the paths and the ``vllm`` marker
+name the same tests, and that a fixture shared beyond one module stays within one group.
+Workers take the vLLM group first (the longest), then the modules with the most tests.
+
+xdist's own ``--dist loadgroup`` is not used: with pytest 9.2 its ``xdist_group`` marks no
+longer reach the scheduler (pytest-dev/pytest-xdist issue 1386: the worker rewrites
+``item._nodeid``, which pytest no longer reads), and the tests spread as if unmarked.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -19,6 +26,29 @@ import pytest
 pytest_plugins = ["pytester"]
 
 VLLM_GROUP = "vllm"
+VLLM_PATHS = ("tests/engine_adapters/vllm/", "tests/engine_adapters/openai/test_vllm_serve.py")
+"""Every test file with ``@pytest.mark.vllm`` tests (checked at collection)."""
+
+
+def scheduling_scope(nodeid: str) -> str:
+    """The unit one worker runs whole: ``vllm`` for the vLLM tests, else the test's module."""
+    path = nodeid.split("::", 1)[0]
+    return VLLM_GROUP if path.startswith(VLLM_PATHS) else path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getoption("dist") != "loadscope":
+        return None  # another --dist asked for on the command line: xdist's own
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        """loadscope by module, with every vLLM test in one scope."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return scheduling_scope(nodeid)
+
+    return SharedFixtureScheduling(config, log)
 
 
 def _skip_gpu_tests_without_cuda(items: list[pytest.Item]) -> None:
@@ -32,56 +62,68 @@ def _skip_gpu_tests_without_cuda(items: list[pytest.Item]) -> None:
             item.add_marker(skip)
 
 
-def shared_group(item: pytest.Item) -> str | None:
-    """The xdist group of ``item``: ``vllm`` for vLLM tests, else the node id of the tree node
-    (module, folder) defining the widest-scoped fixture it uses there; None when it uses
-    none (it can run on any worker)."""
-    if item.get_closest_marker("vllm") is not None:
-        return VLLM_GROUP
+def _shared_fixture_homes(item: pytest.Item) -> list[str]:
+    """Node ids of the folders (conftest files) whose module-or-wider fixtures ``item`` uses:
+    those fixtures are shared beyond one module. Plugins' fixtures (baseid "") are cheap and
+    per worker; a module's own fixtures stay with its module anyway."""
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
-        return None
+        return []
+    module = item.nodeid.split("::", 1)[0]
+    homes = []
     for name in info.names_closure:
         defs = info.name2fixturedefs.get(name)
-        if not defs:
-            continue
-        fixture = defs[-1]  # the definition this item gets (closest override)
-        # baseid "" is a plugin's fixture (tmp_path_factory, pytester's): cheap, per worker.
-        if fixture.scope != "function" and fixture.baseid:
-            return fixture.baseid
-    return None
+        if defs:
+            fixture = defs[-1]  # the definition this item gets (closest override)
+            if fixture.scope != "function" and fixture.baseid and fixture.baseid != module:
+                homes.append(fixture.baseid)
+    return homes
 
 
-def _group_for_workers(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if getattr(config.option, "dist", "no") != "loadgroup":
-        return
+def check_scheduling_scopes(items: list[pytest.Item]) -> None:
+    """Refuse a collection where the path rule and the tests disagree: a vLLM test outside
+    ``VLLM_PATHS`` (or a test there without the mark), or a conftest's session fixture used
+    from two scheduling scopes (it would be built on two workers)."""
+    problems = []
+    scopes_of_home: dict[str, set[str]] = {}
+    for item in items:
+        scope = scheduling_scope(item.nodeid)
+        marked = item.get_closest_marker("vllm") is not None
+        if marked != (scope == VLLM_GROUP):
+            problems.append(
+                f"{item.nodeid}: the vllm marker and VLLM_PATHS in tests/conftest.py disagree"
+            )
+        for home in _shared_fixture_homes(item):
+            scopes_of_home.setdefault(home, set()).add(scope)
+    for home, scopes in sorted(scopes_of_home.items()):
+        if len(scopes) > 1:
+            problems.append(
+                f"fixtures of {home} are shared by {sorted(scopes)}: give them one scheduling "
+                "scope in tests/conftest.py"
+            )
+    if problems:
+        raise pytest.UsageError("\n".join(problems))
+
+
+def _longest_scopes_first(items: list[pytest.Item]) -> None:
+    # Every worker collects, and all must collect the same order: the vLLM group first (the
+    # longest), then the modules with the most tests. The stable sort keeps each module's
+    # own order; --no-loadscope-reorder makes the scheduler keep this one.
     sizes: dict[str, int] = {}
     for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        group = shared_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-            sizes[group] = sizes.get(group, 0) + 1
-    if hasattr(config, "workerinput"):
-        # Every worker collects, and must collect the same order: vLLM's group first (the
-        # longest), then the other groups, largest first, then the tests that run anywhere.
-        # The stable sort keeps each group's own order.
-        def rank(pair: tuple[int, pytest.Item]) -> tuple[int, int, int]:
-            index, item = pair
-            mark = item.get_closest_marker("xdist_group")
-            group = mark.args[0] if mark is not None and mark.args else None
-            if group == VLLM_GROUP:
-                return (0, 0, index)
-            if group is not None:
-                return (1, -sizes.get(group, 0), index)
-            return (2, 0, index)
+        scope = scheduling_scope(item.nodeid)
+        sizes[scope] = sizes.get(scope, 0) + 1
 
-        items[:] = [item for _, item in sorted(enumerate(items), key=rank)]
+    def rank(pair: tuple[int, pytest.Item]) -> tuple[int, int, int]:
+        index, item = pair
+        scope = scheduling_scope(item.nodeid)
+        return (scope != VLLM_GROUP, -sizes[scope], index)
+
+    items[:] = [item for _, item in sorted(enumerate(items), key=rank)]
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # tryfirst: xdist's worker reads the xdist_group marks in its own hook of this name.
     _skip_gpu_tests_without_cuda(items)
-    _group_for_workers(config, items)
+    check_scheduling_scopes(items)
+    if hasattr(config, "workerinput"):
+        _longest_scopes_first(items)
