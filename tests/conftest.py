@@ -8,7 +8,8 @@ one session engine (tests/engine_adapters/vllm/conftest.py), while two vLLM engi
 (the in-process one and ``vllm serve``) would each want every core and several GiB. The
 controller schedules by node id alone (it never collects), so the vLLM group is named by path
 (``VLLM_PATHS``); each worker checks at collection that the paths and the ``vllm`` marker
-name the same tests, and that a fixture shared beyond one module stays within one group.
+name the same tests, and that a fixture shared beyond one module stays within one group
+(a test where they do not fails).
 Workers take the vLLM group first (the longest), then the modules with the most tests.
 
 xdist's own ``--dist loadgroup`` is not used: with pytest 9.2 its ``xdist_group`` marks no
@@ -63,9 +64,9 @@ def _skip_gpu_tests_without_cuda(items: list[pytest.Item]) -> None:
 
 
 def _shared_fixture_homes(item: pytest.Item) -> list[str]:
-    """Node ids of the folders (conftest files) whose module-or-wider fixtures ``item`` uses:
-    those fixtures are shared beyond one module. Plugins' fixtures (baseid "") are cheap and
-    per worker; a module's own fixtures stay with its module anyway."""
+    """Node ids of the folders (conftest files) whose session or package fixtures ``item``
+    uses: those are shared beyond one module. Plugins' fixtures (baseid "") are cheap and per
+    worker; a module-scoped fixture is built per module anyway."""
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
         return []
@@ -75,34 +76,43 @@ def _shared_fixture_homes(item: pytest.Item) -> list[str]:
         defs = info.name2fixturedefs.get(name)
         if defs:
             fixture = defs[-1]  # the definition this item gets (closest override)
-            if fixture.scope != "function" and fixture.baseid and fixture.baseid != module:
+            if fixture.scope in ("session", "package") and fixture.baseid not in ("", module):
                 homes.append(fixture.baseid)
     return homes
 
 
+_SCOPE_PROBLEM = pytest.StashKey[str]()
+
+
 def check_scheduling_scopes(items: list[pytest.Item]) -> None:
-    """Refuse a collection where the path rule and the tests disagree: a vLLM test outside
-    ``VLLM_PATHS`` (or a test there without the mark), or a conftest's session fixture used
-    from two scheduling scopes (it would be built on two workers)."""
-    problems = []
+    """Fail, at setup, each test where the path rule and the tests disagree: a vLLM test
+    outside ``VLLM_PATHS`` (or a test there without the mark), or a test using a conftest's
+    session or package fixture that two scheduling scopes share (it would be built on two
+    workers). At setup rather than here: an error raised in a worker's collection ends that
+    worker with no message."""
     scopes_of_home: dict[str, set[str]] = {}
     for item in items:
         scope = scheduling_scope(item.nodeid)
-        marked = item.get_closest_marker("vllm") is not None
-        if marked != (scope == VLLM_GROUP):
-            problems.append(
-                f"{item.nodeid}: the vllm marker and VLLM_PATHS in tests/conftest.py disagree"
+        if (item.get_closest_marker("vllm") is not None) != (scope == VLLM_GROUP):
+            item.stash[_SCOPE_PROBLEM] = (
+                "the vllm marker and VLLM_PATHS in tests/conftest.py disagree on this test"
             )
         for home in _shared_fixture_homes(item):
             scopes_of_home.setdefault(home, set()).add(scope)
-    for home, scopes in sorted(scopes_of_home.items()):
-        if len(scopes) > 1:
-            problems.append(
-                f"fixtures of {home} are shared by {sorted(scopes)}: give them one scheduling "
-                "scope in tests/conftest.py"
-            )
-    if problems:
-        raise pytest.UsageError("\n".join(problems))
+    for item in items:
+        for home in _shared_fixture_homes(item):
+            scopes = scopes_of_home[home]
+            if len(scopes) > 1:
+                item.stash[_SCOPE_PROBLEM] = (
+                    f"fixtures of {home} are shared by {sorted(scopes)}: give them one "
+                    "scheduling scope in tests/conftest.py"
+                )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    problem = item.stash.get(_SCOPE_PROBLEM, None)
+    if problem is not None:
+        pytest.fail(problem, pytrace=False)
 
 
 def _longest_scopes_first(items: list[pytest.Item]) -> None:
