@@ -95,6 +95,7 @@ def distribution(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
             tuple(info.prompt_ids),
             SamplingSetup(info.temperature, info.top_k, info.top_p),
             tuple(trace.end.outputs.get(info.request_id, ())),
+            tuple(row for _, row in trace.rows_of(info.request_id)),
         )
         for info in trace.header.requests
         if info.phase == "scenario" and info.temperature > 0
