@@ -171,23 +171,33 @@ def distribution(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
                 trace,
                 [g for g in result.groups if g.label in failing],
                 [g for g in result.groups if g.label not in failing],
+                coupling_only=all(_couples(t.name) for _, t in rejected),
             )
         ),
         details=tuple(details),
     )
 
 
+def _couples(name: str) -> bool:
+    """A sub-test of how tokens depend on each other, not of any token's marginal."""
+    return name.startswith(("pairs", "steps[")) or (name.startswith("tokens[") and "|" in name)
+
+
 def _suspects(
     trace: RunTrace,
     groups: Sequence[GroupResult],
     passed: Sequence[GroupResult] = (),
+    *,
+    coupling_only: bool = False,
 ) -> list[Suspect]:
     """Defect classes that fit a biased output and that the other groups do not rule out,
     most specific evidence first.
 
     A draft distribution taken at temperature 1 is exact at temperature 1: a bias at T = 1
     rules draft-temperature-skipped out, and a bias only where T != 1 while a T = 1 request
-    passed rules out an accept test or residual wrong at every temperature."""
+    passed rules out an accept test or residual wrong at every temperature. When only coupling
+    sub-tests reject (every marginal intact) and the trace shows shared draws, the shared
+    draws are the suspect, not the accept test."""
     suspects: list[Suspect] = []
     reuse, overlap = _shared_draws(trace)
     if reuse:
@@ -208,7 +218,7 @@ def _suspects(
     accepts = any(
         event.kind == "accept" for step in trace.steps for row in step.rows for event in row.events
     )
-    if accepts:
+    if accepts and not (coupling_only and overlap and not reuse):
         failed_t = {t for g in groups for t in _temperatures(g.label)}
         passed_t = {t for g in passed for t in _temperatures(g.label)}
         tempered = sorted(failed_t - {1.0})

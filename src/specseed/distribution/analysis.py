@@ -359,16 +359,16 @@ def _group_tests(
     tests.extend(_prefix_tests(samples, length, probs.reshape(n_req, length, vocab), eps_grid))
     if any(s.steps for s in samples):
         # Step-aware pairs (``steps``): where the step structure or shared draws can couple.
-        for found in step_tests(pit_id.tolist(), [s.steps for s in samples], eps_grid.tolist()):
+        for step in step_tests(pit_id.tolist(), [s.steps for s in samples], eps_grid.tolist()):
             tests.append(
                 SubTest(
-                    found.name,
-                    found.n,
-                    found.df,
-                    found.statistic,
-                    found.null_nc,
-                    found.p_value,
-                    note=found.note,
+                    step.name,
+                    step.n,
+                    step.df,
+                    step.statistic,
+                    step.null_nc,
+                    step.p_value,
+                    note=step.note,
                 )
             )
     return GroupResult(label, n_req, length, mean_eps, tuple(tests))
