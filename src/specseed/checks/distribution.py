@@ -29,6 +29,8 @@ trtllm-pr17599 coupling there and not at K = 3):
   false alarms of the correct engine 0 of 30 runs (request seeds moved, model_seed 0-3);
   biased-acceptance, accept-reuses-draft-draw and draft-temperature-skipped each found in
   10 of 10 runs (adjusted p at most 7e-6);
+- the scenario alone (``specseed audit``, ideal), alternated with its K = 3 form at load
+  28-33: 79 s and 117 s against 99 s and 125 s;
 - K = 1, one run each: biased-acceptance adjusted p 6.5e-186, accept-reuses-draft-draw
   9.1e-8, draft-temperature-skipped 5.3e-11; the correct engine's smallest adjusted p 0.99;
 - the statistics on exact samples: 0 of 500 runs, single sub-test p-values below 0.01 / 0.05
