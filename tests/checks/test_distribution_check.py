@@ -20,9 +20,12 @@ from specseed.scenarios.schema import AuditConfig, EngineConfig
 from specseed.traces.records import EngineConfigRecord
 
 
-def _audit(defects: list[str], scenario: str = "distribution") -> AuditResult:
+def _audit(
+    defects: list[str], scenario: str = "distribution", contract: str = "ideal"
+) -> AuditResult:
+    options: dict[str, object] = {"defects": list(defects), "rng_profile": contract}
     config = AuditConfig(
-        engine=EngineConfig(options={"defects": list(defects)}), scenarios=[scenario]
+        engine=EngineConfig(contract=contract, options=options), scenarios=[scenario]
     )
     return run_audit(config, plan_audit(config, Path.cwd()), Path.cwd())
 
@@ -52,6 +55,17 @@ def test_planted_bias_fails_and_is_named(defect: str) -> None:
     findings = _findings(_audit([defect]))
     assert [f.status for f in findings] == ["fail"]
     assert defect in {s.defect for s in findings[0].suspects}
+
+
+def test_one_draw_slots_coupling_fails_the_default_scenario_through_step_aware_tests() -> None:
+    # trtllm-pr17599 (subsequence = kernel row, slots one draw wide): the bonus token and the
+    # next draft read one draw. The built-in scenario alone must see it, through the pairs
+    # the trace says shared a draw; a coupling is a failure whatever the contract states.
+    findings = _findings(_audit([], contract="trtllm-pr17599"))
+    assert [f.status for f in findings] == ["fail"]
+    rejected = [d for d in findings[0].details if d.startswith("rejected ")]
+    assert any("steps[1/1 accepted, +1 shared]" in d for d in rejected), rejected
+    assert "draw-overlap" in {s.defect for s in findings[0].suspects}
 
 
 def test_scenarios_without_a_distribution_section_get_no_finding() -> None:

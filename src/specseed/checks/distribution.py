@@ -19,22 +19,33 @@ trace shows, less those the passing groups rule out), whatever the contract stat
 contract's limitation may excuse overlapping draws, never a biased output. ``skip`` when the
 run crashed, has no sampled requests, too few copies, or no checkpoint specseed can load.
 
-Measured on the shared 2-core development machine (load average about 10), built-in
-``distribution`` scenario (2 x 150 copies x 16 tokens, K = 3):
+Measured on the shared 2-core development machine (load average 6-12). The built-in
+``distribution`` scenario was 2 x 150 copies x 16 tokens with K = 3 through 128 slots; it is
+now K = 1 in one batch of 300 (the step-aware sub-tests, ``distribution/steps.py``, see the
+trtllm-pr17599 coupling there and not at K = 3):
 
-- engine 480 sampled tokens/s, this check about 1000 tokens/s (4.8 s), the whole scenario
-  18.6 s (benchmarks/bench_distribution.py);
-- false alarms of the correct engine: 0 of 30 runs (request seeds moved, model_seed 0-3); of
-  the statistics on exact samples: 0 of 500 runs, single sub-test p-values below 0.01 / 0.05
-  in 1.06% / 5.04% of 16166 (benchmarks/calibrate_distribution_tests.py);
-- detection at the default budget: biased-acceptance, accept-reuses-draft-draw and
-  draft-temperature-skipped each 10 of 10 runs (adjusted p at most 7e-6);
-- trtllm-pr17599: the bonus draw is the next draft step's draw on the same kernel row; with
-  K = 1 and every copy in one batch the coupling is rejected at 512 copies (adjusted p 1e-5
-  and 5e-5 under two PIT randomizations; 256 copies is borderline: 6e-4 and 0.2), never
-  under ``ideal``; with continuous batching (1000 copies through
-  256 slots, K = 1 or 3) or K = 3 in one batch (512 copies) it was not visible
-  (benchmarks/measure_pr17599_visibility.py).
+- K = 3 figures (not re-measured at K = 1): engine 480 sampled tokens/s, this check about
+  1000 tokens/s (4.8 s), the whole scenario 18.6 s (benchmarks/bench_distribution.py);
+  false alarms of the correct engine 0 of 30 runs (request seeds moved, model_seed 0-3);
+  biased-acceptance, accept-reuses-draft-draw and draft-temperature-skipped each found in
+  10 of 10 runs (adjusted p at most 7e-6);
+- the scenario alone (``specseed audit``, ideal), alternated with its K = 3 form at load
+  28-33: 79 s and 117 s against 99 s and 125 s;
+- K = 1, one run each: biased-acceptance adjusted p 6.5e-186, accept-reuses-draft-draw
+  9.1e-8, draft-temperature-skipped 5.3e-11; the correct engine's smallest adjusted p 0.99;
+- the statistics on exact samples: 0 of 500 runs, single sub-test p-values below 0.01 / 0.05
+  in 1.06% / 5.04% of 16166; on clean simulated step structures (lossless, traces laid out
+  in one-draw slots so every shared class is tested, K = 1 and 3): 0 of 500 runs with the
+  step-aware sub-tests in the family (smallest adjusted p 0.003), those sub-tests' p-values
+  below 0.01 / 0.05 in 0.63% / 4.60% of 3500; the same with draws shared: 27 of 50 rejected
+  (benchmarks/calibrate_distribution_tests.py);
+- trtllm-pr17599 (the bonus draw is the next draft step's draw on the same kernel row, the
+  residual draw the next accept test's): the built-in scenario fails, ``steps[1/1 accepted,
+  +1 shared]`` adjusted p 9.1e-12 (T = 1) and 1.6e-53 (T = 1.4), plus ``pairs-odd-id`` 4.3e-6;
+  one request's copies in one batch, K = 1: 150 / 300 / 512 copies adjusted p 8.6e-8 /
+  1.9e-17 / 1.3e-44, ``ideal`` passes; K = 1 through 128 slots 1.1e-4; K = 3 in one batch
+  not visible up to 512 copies (smallest 0.011: the coupled pairs need two or three drafts
+  accepted) (benchmarks/measure_pr17599_visibility.py).
 """
 
 from __future__ import annotations
@@ -95,6 +106,7 @@ def distribution(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
             tuple(info.prompt_ids),
             SamplingSetup(info.temperature, info.top_k, info.top_p),
             tuple(trace.end.outputs.get(info.request_id, ())),
+            tuple(row for _, row in trace.rows_of(info.request_id)),
         )
         for info in trace.header.requests
         if info.phase == "scenario" and info.temperature > 0
@@ -170,23 +182,33 @@ def distribution(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
                 trace,
                 [g for g in result.groups if g.label in failing],
                 [g for g in result.groups if g.label not in failing],
+                coupling_only=all(_couples(t.name) for _, t in rejected),
             )
         ),
         details=tuple(details),
     )
 
 
+def _couples(name: str) -> bool:
+    """A sub-test of how tokens depend on each other, not of any token's marginal."""
+    return name.startswith(("pairs", "steps[")) or (name.startswith("tokens[") and "|" in name)
+
+
 def _suspects(
     trace: RunTrace,
     groups: Sequence[GroupResult],
     passed: Sequence[GroupResult] = (),
+    *,
+    coupling_only: bool = False,
 ) -> list[Suspect]:
     """Defect classes that fit a biased output and that the other groups do not rule out,
     most specific evidence first.
 
     A draft distribution taken at temperature 1 is exact at temperature 1: a bias at T = 1
     rules draft-temperature-skipped out, and a bias only where T != 1 while a T = 1 request
-    passed rules out an accept test or residual wrong at every temperature."""
+    passed rules out an accept test or residual wrong at every temperature. When only coupling
+    sub-tests reject (every marginal intact) and the trace shows shared draws, the shared
+    draws are the suspect, not the accept test."""
     suspects: list[Suspect] = []
     reuse, overlap = _shared_draws(trace)
     if reuse:
@@ -207,7 +229,7 @@ def _suspects(
     accepts = any(
         event.kind == "accept" for step in trace.steps for row in step.rows for event in row.events
     )
-    if accepts:
+    if accepts and not (coupling_only and overlap and not reuse):
         failed_t = {t for g in groups for t in _temperatures(g.label)}
         passed_t = {t for g in passed for t in _temperatures(g.label)}
         tempered = sorted(failed_t - {1.0})

@@ -326,7 +326,8 @@ _ONE_DRAW_SLOTS = Limitation(
     "slots are one draw wide: the accept kernel (K + 1 or K + 2 draws) and multi-round "
     "top-k/top-p kernels read into the next slots on the same row; the bonus token and "
     "the next draft can read one draw, which couples consecutive tokens (seen by the "
-    "distribution check with K = 1 from about 500 copies in one batch)",
+    "distribution check's step-aware sub-tests in the built-in distribution scenario: K = 1, "
+    "2 x 150 copies in one batch)",
 )
 
 _TEST = "tests/unittest/_torch/speculative/hw_agnostic/test_rng_window_counter.py"

@@ -61,11 +61,16 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from specseed.distribution import stats
 from specseed.distribution.oracle import ProbabilityOracle, SamplingSetup, distributions
+from specseed.distribution.steps import step_tests
+
+if TYPE_CHECKING:
+    from specseed.traces.records import RowRecord
 
 DEFAULT_ALPHA = 1e-3
 """Family-wise significance level of one run's finding."""
@@ -87,6 +92,8 @@ class Sample:
     prompt_ids: tuple[int, ...]
     setup: SamplingSetup
     tokens: tuple[int, ...]
+    steps: tuple[RowRecord, ...] = ()
+    """The request's recorded rows, in step order (empty: no step-aware sub-tests)."""
 
 
 @dataclass(frozen=True)
@@ -357,6 +364,20 @@ def _group_tests(
         if found is not None:
             tests.append(found)
     tests.extend(_prefix_tests(samples, length, probs.reshape(n_req, length, vocab), eps_grid))
+    if any(s.steps for s in samples):
+        # Step-aware pairs (``steps``): where the step structure or shared draws can couple.
+        for step in step_tests(pit_id.tolist(), [s.steps for s in samples], eps_grid.tolist()):
+            tests.append(
+                SubTest(
+                    step.name,
+                    step.n,
+                    step.df,
+                    step.statistic,
+                    step.null_nc,
+                    step.p_value,
+                    note=step.note,
+                )
+            )
     return GroupResult(label, n_req, length, mean_eps, tuple(tests))
 
 

@@ -91,24 +91,33 @@ class MatrixResult:
             and not row.caught
         ]
 
+    def exact(self, row: MatrixRow) -> bool:
+        """``row.exact``, less the causes the contract states: a layout's own limitation
+        (``trtllm-pr17599``'s shared draws coupling the output) fails every row alike."""
+        stated = self.stated()
+        causes = tuple(c for c in row.causes if c not in stated)
+        return causes == (() if row.defect is None else (row.defect,))
+
     def imprecise(self) -> list[str]:
         """Defects caught whose root causes are not exactly the injected one."""
         return [
             row.defect
             for row in self.rows[1:]
-            if row.defect is not None and row.defect not in self.stated() and not row.exact
+            if row.defect is not None and row.defect not in self.stated() and not self.exact(row)
         ]
 
     @property
     def precision(self) -> float:
         """The share of injected defects (stated ones aside) whose audit names exactly them."""
         rows = [r for r in self.rows[1:] if r.defect is not None and r.defect not in self.stated()]
-        return sum(r.exact for r in rows) / len(rows) if rows else 1.0
+        return sum(self.exact(r) for r in rows) / len(rows) if rows else 1.0
 
     @property
     def ok(self) -> bool:
-        """The baseline passes, every targeted defect is caught and each names only itself."""
-        return self.baseline.verdict == "pass" and not self.missed() and not self.imprecise()
+        """The baseline fails on nothing but the contract's stated limitations, every
+        targeted defect is caught and each names only itself."""
+        baseline = self.baseline.verdict == "pass" or self.exact(self.baseline)
+        return baseline and not self.missed() and not self.imprecise()
 
 
 def _row(defect: str | None, result: AuditResult) -> MatrixRow:
