@@ -85,9 +85,10 @@ def distribution(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     if trace.failed:
         yield _finding(ctx, trace, "skip", "the run did not complete; nothing to test")
         return
-    # Heavy imports only here: listing and validating checks never import torch.
-    from specseed.distribution.analysis import Sample, analyse
-    from specseed.distribution.oracle import OracleUnavailable, SamplingSetup, oracle_for
+    # Imported here: listing and validating checks load nothing of the distribution layer,
+    # and re-judging stored evidence (``specseed check``) never imports torch.
+    from specseed.distribution.analysis import judge
+    from specseed.distribution.evidence import Sample, SamplingSetup, mismatch
 
     samples = [
         Sample(
@@ -102,16 +103,33 @@ def distribution(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     if not samples:
         yield _finding(ctx, trace, "skip", "no sampled requests (greedy only)")
         return
-    try:
-        oracle = oracle_for(trace.header.engine_config)
-    except OracleUnavailable as exc:
-        yield _finding(ctx, trace, "skip", f"no exact target probabilities: {exc}")
-        return
     stated = trace.header.environment.get("logits_dtype")
     dtype = stated or ASSUMED_DTYPE
-    result = analyse(
-        samples, oracle, logits_dtype=dtype, seed_label=f"{ctx.scenario.name}/{trace.name}"
-    )
+    evidence = ctx.distribution_evidence.get(trace.name)
+    if evidence is not None:
+        # Stored with the bundle: re-judged as recorded, never on evidence of other tokens.
+        problem = mismatch(evidence, samples, dtype)
+        if problem is not None:
+            yield _finding(
+                ctx,
+                trace,
+                "skip",
+                f"the recorded distribution evidence does not match the trace: {problem}",
+            )
+            return
+    else:
+        # torch and the model only here, when no evidence was stored.
+        from specseed.distribution.collect import collect
+        from specseed.distribution.oracle import OracleUnavailable, oracle_for
+
+        try:
+            oracle = oracle_for(trace.header.engine_config)
+            evidence = collect(samples, oracle, logits_dtype=dtype)
+        except OracleUnavailable as exc:
+            yield _finding(ctx, trace, "skip", f"no exact target probabilities: {exc}")
+            return
+        ctx.distribution_evidence[trace.name] = evidence
+    result = judge(evidence, seed_label=f"{ctx.scenario.name}/{trace.name}")
     if not result.groups:
         yield _finding(
             ctx, trace, "skip", f"too few copies per request to test ({len(samples)} sampled)"
