@@ -8,7 +8,10 @@ target the engine served (``specseed.distribution``: the oracle loads the same c
 
 Evidence it needs: each sampled request's prompt token ids, sampling setup (temperature,
 top_k, top_p) and emitted tokens, and a target checkpoint specseed can load (the trace
-header's engine configuration). It reads RNG events only to name suspects. The logits dtype
+header's engine configuration), or the per-token evidence a bundle stored for the run
+(``CheckContext.distribution_evidence``: re-judged without the oracle or torch, after
+``distribution.evidence.mismatch`` found it describes this trace; otherwise ``skip`` naming
+the difference). Evidence the check computed goes back into the context for the bundle. It reads RNG events only to name suspects. The logits dtype
 comes from the trace environment (``logits_dtype``); an engine that does not state it is
 tested against the bfloat16 envelope, and the finding says so.
 
@@ -17,7 +20,8 @@ Scenarios without a ``distribution`` section produce no finding (nothing to test
 Statuses: ``pass``; ``fail`` with suspects (the planted-bias classes whose preconditions the
 trace shows, less those the passing groups rule out), whatever the contract states: a
 contract's limitation may excuse overlapping draws, never a biased output. ``skip`` when the
-run crashed, has no sampled requests, too few copies, or no checkpoint specseed can load.
+run crashed, has no sampled requests, too few copies, no checkpoint specseed can load, or
+stored evidence that does not match the trace.
 
 Measured on the shared 2-core development machine (load average about 10), built-in
 ``distribution`` scenario (2 x 150 copies x 16 tokens, K = 3):

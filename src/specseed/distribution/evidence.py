@@ -75,16 +75,29 @@ def prefix_candidates(
     """The prefix token-count tests of a group: ``(position, prefix, member rows)`` for
     position 0 and then the most frequent prefixes (at least ``MIN_PREFIX_SAMPLES``
     requests) at the earliest positions, ``MAX_PREFIX_TESTS`` in all."""
-    candidates: list[tuple[int, int, tuple[int, ...], list[int]]] = []
+    # Requests sharing a prefix at t share a class id; position t + 1 refines the classes by
+    # token t. Linear in the tokens (building every prefix tuple would be quadratic in the
+    # length), and classes are numbered in order of first appearance, as the prefixes were.
+    candidates: list[tuple[int, int, int, list[int]]] = []
+    classes = [0] * len(rows)
     for t in range(length):
-        by_prefix: dict[tuple[int, ...], list[int]] = {}
-        for i, row in enumerate(rows):
-            by_prefix.setdefault(tuple(row[:t]), []).append(i)
-        for prefix, members in by_prefix.items():
-            if len(members) >= MIN_PREFIX_SAMPLES or t == 0:
-                candidates.append((t, -len(members), prefix, members))
+        if t:
+            renumber: dict[tuple[int, int], int] = {}
+            classes = [
+                renumber.setdefault((c, row[t - 1]), len(renumber))
+                for c, row in zip(classes, rows, strict=True)
+            ]
+        members: dict[int, list[int]] = {}
+        for i, c in enumerate(classes):
+            members.setdefault(c, []).append(i)
+        for rows_with in members.values():
+            if len(rows_with) >= MIN_PREFIX_SAMPLES or t == 0:
+                candidates.append((t, -len(rows_with), rows_with[0], rows_with))
     candidates.sort(key=lambda c: (c[0] != 0, c[1], c[0]))
-    return [(t, prefix, members) for t, _, prefix, members in candidates[:MAX_PREFIX_TESTS]]
+    return [
+        (t, tuple(rows[first][:t]), rows_with)
+        for t, _, first, rows_with in candidates[:MAX_PREFIX_TESTS]
+    ]
 
 
 # -- the evidence file ------------------------------------------------------------------------
