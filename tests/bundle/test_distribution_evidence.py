@@ -125,7 +125,8 @@ def test_check_rejudges_the_stored_evidence_without_torch_or_the_checkpoint(
     # Without the evidence the same process has no way to judge: the evidence did it.
     _evidence_path(bundle).unlink()
     code, finding, output = _check_without_torch(bundle, tmp_path)
-    assert finding is None or finding["status"] != "pass", output
+    assert finding is not None and finding["status"] == "skip", output
+    assert "no stored evidence and no oracle here" in finding["message"]
 
 
 def test_a_biased_engines_bundle_still_fails_on_recheck(tmp_path: Path) -> None:

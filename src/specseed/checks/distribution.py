@@ -123,9 +123,18 @@ def distribution(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
             return
     else:
         # torch and the model only here, when no evidence was stored.
-        from specseed.distribution.collect import collect
-        from specseed.distribution.oracle import OracleUnavailable, oracle_for
-
+        try:
+            from specseed.distribution.collect import collect
+            from specseed.distribution.oracle import OracleUnavailable, oracle_for
+        except ImportError as exc:
+            yield _finding(
+                ctx,
+                trace,
+                "skip",
+                f"no stored evidence and no oracle here ({exc}): the distribution is judged "
+                "where torch is installed",
+            )
+            return
         try:
             oracle = oracle_for(trace.header.engine_config)
             evidence = collect(samples, oracle, logits_dtype=dtype)
