@@ -176,7 +176,7 @@ def test_damaged_evidence_is_exit_2_naming_the_file(
     assert "distribution" in text and said in text
 
 
-def test_nan_and_huge_evidence_files_are_exit_2(clean: Path, tmp_path: Path) -> None:
+def test_nan_huge_and_symlinked_evidence_files_are_exit_2(clean: Path, tmp_path: Path) -> None:
     bundle = _copy(clean, tmp_path)
     path = _evidence_path(bundle)
     text = path.read_text()
@@ -188,6 +188,12 @@ def test_nan_and_huge_evidence_files_are_exit_2(clean: Path, tmp_path: Path) -> 
         handle.truncate(MAX_EVIDENCE_BYTES + 1)
     result = invoke("check", str(bundle))
     assert result.exit_code == 2 and "larger than 64 MiB" in result.output, result.output
+    outside = tmp_path / "outside.json"
+    outside.write_text(_evidence_path(clean).read_text())
+    path.unlink()
+    path.symlink_to(outside)  # a file outside the bundle is never read through it
+    result = invoke("check", str(bundle))
+    assert result.exit_code == 2 and "symlink" in result.output, result.output
 
 
 @pytest.mark.parametrize(
