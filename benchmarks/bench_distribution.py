@@ -6,13 +6,15 @@ Prints, for the built-in tiny model and the built-in ``distribution`` scenario (
 budget: 150 copies each of two requests x 16 tokens, rejection sampling, K = 3):
 
 1. the engine's wall time and sampled tokens (samples) per second;
-2. the check's wall time split into the oracle (teacher-forced target forwards) and the
-   statistics, and its samples per second;
-3. the whole scenario's wall time (engine plus every check);
-4. with ``--false-alarms N``: the correct engine audited N times, request seeds moved by
+2. the check's wall time with the oracle (model load, teacher-forced target forwards, the
+   per-token evidence and the judge), and its samples per second;
+3. the stored evidence: its size per 1000 tokens, the time to read it back and to judge it
+   alone (what ``specseed check`` spends on a bundle);
+4. the whole scenario's wall time (engine plus every check);
+5. with ``--false-alarms N``: the correct engine audited N times, request seeds moved by
    10^6 per repeat and model_seed cycling 0-3, and how many runs the check failed (the
    stated rate is alpha = 1e-3 per run);
-5. with ``--detections N``: the same N repeats with each planted bias injected, and how
+6. with ``--detections N``: the same N repeats with each planted bias injected, and how
    many the check caught.
 
 Figures are measured side by side in one process; nothing is asserted.
@@ -21,8 +23,10 @@ Figures are measured side by side in one process; nothing is asserted.
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -31,6 +35,7 @@ from specseed.checks.context import CheckContext
 from specseed.checks.distribution import distribution
 from specseed.core.contracts import get_contract
 from specseed.distribution import oracle as oracle_module
+from specseed.distribution.evidence import parse_evidence
 from specseed.plan.planning import PlannedScenario, base_settings, plan_audit, plan_run
 from specseed.run.execute import run_audit
 from specseed.run.results import AuditResult
@@ -67,17 +72,36 @@ def main() -> None:
         f"{samples / trace.end.seconds:.0f} samples/s"
     )
 
-    ctx = CheckContext(scenario.scenario, scenario.traces, get_contract("ideal"))
+    def fresh() -> CheckContext:  # no stored evidence: the oracle's phase runs
+        return CheckContext(scenario.scenario, scenario.traces, get_contract("ideal"))
+
     oracle_module._CACHE.clear()
     started = time.perf_counter()
-    findings = list(distribution(ctx, trace))
+    findings = list(distribution(fresh(), trace))
     cold = time.perf_counter() - started
+    ctx = fresh()
     started = time.perf_counter()
     findings = list(distribution(ctx, trace))
     warm = time.perf_counter() - started
     print(
         f"distribution check: {cold:.2f} s with the oracle's model load, {warm:.2f} s warm "
         f"= {samples / warm:.0f} samples/s; verdict {findings[0].status}"
+    )
+    # The judge alone, as ``specseed check`` runs it on a bundle's stored evidence.
+    evidence = ctx.distribution_evidence[trace.name]
+    text = evidence.to_json()
+    started = time.perf_counter()
+    stored = parse_evidence(json.loads(text))
+    parsed = time.perf_counter() - started
+    started = time.perf_counter()
+    judged = list(distribution(replace(ctx, distribution_evidence={trace.name: stored}), trace))
+    judge_s = time.perf_counter() - started
+    tokens = sum(g.length * len(g.request_ids) for g in evidence.groups)
+    print(
+        f"evidence: {len(text.encode()) / 1024:.0f} KiB for {tokens} tokens = "
+        f"{len(text.encode()) / tokens * 1000 / 1024:.1f} KiB per 1000 tokens; read and "
+        f"validated in {parsed:.2f} s; judged (no torch needed) in {judge_s:.2f} s; verdict "
+        f"{judged[0].status}"
     )
     print(f"whole scenario (engine, every check, model loads): {total:.2f} s")
 

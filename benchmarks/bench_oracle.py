@@ -36,7 +36,7 @@ import time
 
 import torch
 
-from specseed.distribution import analysis, oracle, stats
+from specseed.distribution import analysis, collect, oracle, stats
 from specseed.engine_adapters.reference import numerics
 from specseed.engine_adapters.reference.config import LlamaConfig
 from specseed.engine_adapters.reference.target import LlamaTarget, expected_shapes
@@ -197,7 +197,7 @@ def power_table() -> None:
     )
     envelopes = {}
     for label, error in (("CPU", 0.0), ("CUDA", oracle.CUDA_LOGITS_ERROR)):
-        delta = (analysis.UNIT_ROUNDOFF["float32"] + error) * max_logit
+        delta = (collect.UNIT_ROUNDOFF["float32"] + error) * max_logit
         log_ratio = 2.0 * delta / temperature + 64 * 2.0**-24
         envelopes[label] = -math.expm1(-log_ratio) + vocab * 2.0**-24
     print("envelope per token: " + ", ".join(f"{k} {v:.4f}" for k, v in envelopes.items()))

@@ -445,7 +445,8 @@ def test_every_bundle_file_and_trace_line_validates_against_the_published_schema
     schemas = json.loads(cli.invoke(app, ["schema", "--kind", "bundle"]).output)
     trace = json.loads(cli.invoke(app, ["schema", "--kind", "trace"]).output)
     assert schemas["<scenario>/<run>.jsonl"] == trace
-    checked = 0
+    checked = evidence = 0
+    EVIDENCE = "<scenario>/<run>.distribution.json"
     for root in bundles.values():
         for name in ("manifest.json", "environment.json"):
             jsonschema.validate(json.loads((root / name).read_text()), schemas[name])
@@ -455,7 +456,11 @@ def test_every_bundle_file_and_trace_line_validates_against_the_published_schema
         for path in root.glob("*/*.jsonl"):
             for line in path.read_text().splitlines():
                 jsonschema.validate(json.loads(line), trace)
+        for path in root.glob("*/*.distribution.json"):
+            jsonschema.validate(json.loads(path.read_text()), schemas[EVIDENCE])
+            evidence += 1
     assert checked >= len(bundles)
+    assert evidence >= 1  # the bundles of the distribution defects hold the check's evidence
     # The schemas refuse what the readers refuse: an unknown key.
     manifest = json.loads((bundles["none"] / "manifest.json").read_text())
     with pytest.raises(jsonschema.ValidationError):

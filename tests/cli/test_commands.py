@@ -184,6 +184,10 @@ def test_schema_of_traces_and_bundles() -> None:
         "environment.json",
         "<scenario>/findings.json",
         "<scenario>/<run>.jsonl",
+        "<scenario>/<run>.distribution.json",
     }
+    evidence = bundle["<scenario>/<run>.distribution.json"]
+    assert evidence["additionalProperties"] is False
+    assert {"logits_dtype", "groups"} <= set(evidence["properties"])
     everything = json.loads(runner.invoke(app, ["schema"]).output)
     assert set(everything) == {"model.yaml", "scenario", "trace", "bundle"}

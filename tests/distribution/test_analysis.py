@@ -11,7 +11,9 @@ from collections.abc import Sequence
 
 import torch
 
-from specseed.distribution.analysis import Sample, analyse
+from specseed.distribution.analysis import Sample, analyse, judge
+from specseed.distribution.collect import collect
+from specseed.distribution.evidence import mismatch, parse_evidence
 from specseed.distribution.oracle import SamplingSetup, distributions
 
 VOCAB = 16
@@ -134,3 +136,21 @@ def test_power_is_reported_for_pooled_and_first_token_tests() -> None:
     reported = {t.name: t.detectable_tv for t in result.tests if t.detectable_tv is not None}
     assert set(reported) == {"pit", "tokens[0]"}
     assert 0 < reported["pit"] < reported["tokens[0]"] < 1
+
+
+def test_stored_evidence_judges_as_the_oracle_did_and_names_other_tokens() -> None:
+    import json
+
+    oracle = MarkovOracle(7)
+    setup = SamplingSetup(temperature=0.9, top_k=6, top_p=0.95)
+    samples = _exact_samples(oracle, 120, 6, 8, setup)
+    direct = analyse(samples, oracle, seed_label="x")
+    evidence = collect(samples, oracle)
+    stored = parse_evidence(json.loads(evidence.to_json()))
+    assert stored == evidence and mismatch(stored, samples, "float32") is None
+    assert judge(stored, seed_label="x") == direct
+    assert judge(stored, seed_label="y") != direct  # the PIT noise follows the label
+    moved = (*samples[-1].tokens[:2], (samples[-1].tokens[2] + 1) % VOCAB, *samples[-1].tokens[3:])
+    other = [*samples[:-1], Sample("s.119", (3,), setup, moved)]
+    assert mismatch(stored, other, "float32") == "s.119: the emitted tokens differ at position 2"
+    assert "bfloat16" in str(mismatch(stored, samples, "bfloat16"))

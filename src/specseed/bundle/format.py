@@ -10,6 +10,9 @@ Layout (``BUNDLE_FORMAT`` 1; ARCHITECTURE.md, "Bundle format"):
     DIR/<scenario>/scenario.yaml   the scenario's full text (library scenarios included)
     DIR/<scenario>/<run>.jsonl     each run's trace, written line by line as the run goes
     DIR/<scenario>/findings.json   the scenario's findings, written once its checks ran
+    DIR/<scenario>/<run>.distribution.json
+                                   the distribution check's evidence for that run (per
+                                   token numbers; ``check`` re-judges it without a model)
     DIR/<scenario>/minimal.yaml    optional: the smallest failing scenario (``minimize``)
 
 The manifest is written before anything runs and every whole file is written atomically
@@ -55,6 +58,7 @@ from specseed.core.secrets import (  # noqa: F401 - re-exported
     scrub_text,
 )
 from specseed.core.text import printable
+from specseed.distribution.evidence import DistributionEvidence
 from specseed.run.results import AuditEvent, AuditResult, ScenarioChecked, ScenarioResult
 from specseed.scenarios.loader import (
     MAX_FILE_BYTES,
@@ -82,6 +86,8 @@ ENVIRONMENT = "environment.json"
 SCENARIO_FILE = "scenario.yaml"
 FINDINGS_FILE = "findings.json"
 MINIMAL_FILE = "minimal.yaml"
+EVIDENCE_SUFFIX = ".distribution.json"
+"""``<scenario>/<run>.distribution.json``: the distribution check's evidence of a run."""
 _TOP_LEVEL = (MANIFEST, MODEL, ENVIRONMENT)
 
 
@@ -156,6 +162,7 @@ def bundle_json_schema() -> dict[str, Any]:
         MANIFEST: Manifest.model_json_schema(),
         ENVIRONMENT: environment,
         f"<scenario>/{FINDINGS_FILE}": FindingsFile.model_json_schema(),
+        f"<scenario>/<run>{EVIDENCE_SUFFIX}": DistributionEvidence.model_json_schema(),
         "<scenario>/<run>.jsonl": trace_json_schema(),
     }
 
@@ -308,7 +315,12 @@ def _clear_previous(root: Path, *, force: bool = False) -> list[str]:
         folder = root / name
         runs = [r for r in entry.get("runs") or () if isinstance(r, str) and not _name_problem(r)]
         names = {SCENARIO_FILE, FINDINGS_FILE, MINIMAL_FILE, *(f"{r}.jsonl" for r in runs)}
-        names |= {p.name for p in folder.iterdir() if p.suffix == ".jsonl"}
+        names |= {f"{r}{EVIDENCE_SUFFIX}" for r in runs}
+        names |= {
+            p.name
+            for p in folder.iterdir()
+            if p.suffix == ".jsonl" or p.name.endswith(EVIDENCE_SUFFIX)
+        }
         for file in sorted(names):
             path = folder / file
             if os.path.lexists(path) and not path.is_dir():
@@ -401,6 +413,12 @@ class BundleWriter:
         for trace in result.traces.values():
             self._add_environment(trace.header.environment)
             break
+        for run, evidence in result.distribution_evidence.items():
+            text = evidence.to_json()
+            # Too large to read back: left out, and `check` asks the oracle as for older
+            # bundles (never a file the reader would refuse).
+            if len(text.encode()) <= MAX_EVIDENCE_BYTES:
+                write_atomic(self.root / result.scenario.name / f"{run}{EVIDENCE_SUFFIX}", text)
         data = FindingsFile(
             scenario=result.scenario.name,
             seconds=round(result.seconds, 3),
@@ -493,6 +511,8 @@ class BundleScenario:
     planned_runs: tuple[str, ...]
     minimal: str | None = None
     """The minimized scenario's text, when ``specseed minimize`` stored one."""
+    distribution_evidence: dict[str, DistributionEvidence] = field(default_factory=dict)
+    """The distribution check's evidence by run (older bundles: none)."""
 
 
 @dataclass(frozen=True)
@@ -549,6 +569,8 @@ MAX_TRACE_LINE_BYTES = 4 << 20
 """Largest trace line (one engine step: 4 MiB)."""
 MAX_TRACE_STEPS = 200_000
 """Most step records in one trace."""
+MAX_EVIDENCE_BYTES = 64 << 20
+"""Largest distribution evidence file read (64 MiB, as a trace: about 90 bytes a token)."""
 _NAME_MAX = 128
 
 
@@ -703,6 +725,37 @@ def _read_json(path: Path, what: str) -> Any:
         raise BundleError(f"{path}: the {what} is not readable JSON ({exc})") from None
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a bundle may hold")
+
+
+def _read_evidence(path: Path) -> DistributionEvidence:
+    """A run's distribution evidence: under its size cap, strict JSON (no NaN or Infinity),
+    every number finite and in range and every length consistent (``DistributionEvidence``);
+    anything else is a ``BundleError`` (exit 2). Whether it describes the trace is the
+    check's to say (``skip`` naming the mismatch)."""
+    text = _read_member(path, "distribution evidence", MAX_EVIDENCE_BYTES)
+    try:
+        data = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise BundleError(f"{path}: the distribution evidence is nested too deeply") from None
+    except ValueError as exc:
+        raise BundleError(
+            f"{path}: the distribution evidence is not readable JSON ({exc})"
+        ) from None
+    try:
+        return DistributionEvidence.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the file"
+        raise BundleError(
+            f"{path}: malformed distribution evidence at {printable(where)[:200]}: "
+            f"{printable(first['msg'])[:200]}",
+            hint="the bundle is damaged or was crafted; remove the file to re-judge the "
+            "distribution with the model (`specseed check` loads it then)",
+        ) from None
+
+
 def _read_manifest(root: Path) -> Manifest:
     if not root.exists():
         raise BundleError(f"{root}: no such bundle directory")
@@ -807,10 +860,14 @@ def read_bundle(path: Path) -> Bundle:
                 f"{'; '.join(exc.problems or [exc.message])}"
             ) from None
         traces: dict[str, RunTrace] = {}
+        evidence: dict[str, DistributionEvidence] = {}
         for run in planned_runs or tuple(r.name for r in scenario.runs):
             trace_path = folder / f"{check_name(run, 'run name')}.jsonl"
             if _member_kind(trace_path) == "file":
                 traces[run] = _read_trace_file(trace_path, notes)
+                evidence_path = folder / f"{run}{EVIDENCE_SUFFIX}"
+                if _member_kind(evidence_path) == "file":
+                    evidence[run] = _read_evidence(evidence_path)
         missing = [r for r in planned_runs if r not in traces]
         if missing:
             notes.append(f"{name}: no trace for {', '.join(missing)}")
@@ -827,7 +884,9 @@ def read_bundle(path: Path) -> Bundle:
         if _member_kind(folder / MINIMAL_FILE) == "file":
             minimal = _read_member_yaml(folder / MINIMAL_FILE, MINIMAL_FILE)
         scenarios.append(
-            BundleScenario(name, source, text, scenario, traces, findings, planned_runs, minimal)
+            BundleScenario(
+                name, source, text, scenario, traces, findings, planned_runs, minimal, evidence
+            )
         )
     return Bundle(
         root=root,

@@ -38,7 +38,10 @@ def recheck(bundle: Bundle, contract: str | None = None) -> AuditResult:
         # A bundle cut short lacks runs: comparisons that need them are skipped, saying so.
         complete = [e for e in item.scenario.expect if all(r in item.traces for r in e.runs)]
         scenario = item.scenario.model_copy(update={"expect": complete})
-        found = evaluate(scenario, item.traces, held_to, bundle.config.checks.skip)
+        # Stored distribution evidence is re-judged (no model, no torch); without it the
+        # check asks the oracle, as for bundles older than the evidence file.
+        stored = dict(item.distribution_evidence)
+        found = evaluate(scenario, item.traces, held_to, bundle.config.checks.skip, stored)
         for expectation in item.scenario.expect:
             if expectation not in complete:
                 missing = [r for r in expectation.runs if r not in item.traces]

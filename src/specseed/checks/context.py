@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from specseed.core.contracts import RngContract
 from specseed.scenarios.schema import Scenario
@@ -19,6 +20,11 @@ class CheckContext:
     """Recorded runs by run name."""
     contract: RngContract
     """The RNG layout the audit holds the engine to."""
+    distribution_evidence: dict[str, Any] = field(default_factory=dict)
+    """Run name to the ``distribution`` check's evidence
+    (``distribution.evidence.DistributionEvidence``): read when a bundle stored it (the
+    check re-judges it, no oracle), written by the check when it asked the oracle (the
+    bundle stores it). The one mutable part: the caller owns the dict."""
 
     def max_draft_len(self, trace: RunTrace) -> int:
         return trace.header.engine_config.max_draft_len

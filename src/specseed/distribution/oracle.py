@@ -32,29 +32,22 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import torch
 
+from specseed.distribution.evidence import SamplingSetup
 from specseed.traces.records import EngineConfigRecord
 
 if TYPE_CHECKING:
     from specseed.engine_adapters.reference.model import LlamaTarget
 
+__all__ = ["OracleUnavailable", "ProbabilityOracle", "SamplingSetup", "distributions", "oracle_for"]
+
 
 class OracleUnavailable(Exception):
     """The oracle cannot load the model an engine served (the check is then ``skip``)."""
-
-
-@dataclass(frozen=True)
-class SamplingSetup:
-    """How a request samples: what turns logits into its next-token distribution."""
-
-    temperature: float
-    top_k: int
-    top_p: float
 
 
 class ProbabilityOracle(Protocol):

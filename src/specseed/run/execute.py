@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from specseed.checks.context import CheckContext
 from specseed.checks.findings import Finding
@@ -72,14 +73,25 @@ def _missing_evidence(spec: CheckSpec, traces: Sequence[RunTrace]) -> str | None
 
 
 def evaluate(
-    scenario: Scenario, traces: dict[str, RunTrace], contract_name: str, skip: Sequence[str] = ()
+    scenario: Scenario,
+    traces: dict[str, RunTrace],
+    contract_name: str,
+    skip: Sequence[str] = (),
+    evidence: dict[str, Any] | None = None,
 ) -> list[Finding]:
     """Apply every check to a scenario's recorded runs (pure: no engine involved).
 
     Each finding gets its check id from the registry and the scenario's name here, so no
-    check repeats its own id.
+    check repeats its own id. ``evidence``: the distribution check's evidence by run name
+    (``CheckContext.distribution_evidence``): what a bundle stored is re-judged, and what
+    the check computes is added.
     """
-    ctx = CheckContext(scenario=scenario, traces=traces, contract=get_contract(contract_name))
+    ctx = CheckContext(
+        scenario=scenario,
+        traces=traces,
+        contract=get_contract(contract_name),
+        distribution_evidence=evidence if evidence is not None else {},
+    )
     findings: list[Finding] = []
 
     def stamped(spec: CheckSpec, finding: Finding, runs: tuple[str, ...]) -> Finding:
@@ -227,7 +239,8 @@ def serve_scenario(
                 missing.append(problem)
         traces[plan.run] = trace
         emit(RunFinished(plan.scenario, plan.run, trace.end.seconds, trace.failed))
-    findings = evaluate(item.scenario, traces, config.engine.contract, config.checks.skip)
+    evidence: dict[str, Any] = {}
+    findings = evaluate(item.scenario, traces, config.engine.contract, config.checks.skip, evidence)
     return ScenarioResult(
         scenario=item.scenario,
         source=item.loaded.source,
@@ -235,6 +248,7 @@ def serve_scenario(
         findings=tuple(findings),
         seconds=time.perf_counter() - started,
         missing_evidence=tuple(missing),
+        distribution_evidence=evidence,
     )
 
 

@@ -9,9 +9,10 @@ and never decide a verdict themselves.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from specseed.checks.findings import FAILING, Finding
 from specseed.scenarios.schema import AuditConfig, Scenario
@@ -33,6 +34,9 @@ class ScenarioResult:
     missing_evidence: tuple[str, ...] = ()
     """Trace files that could not be written, each with why and up to which step they hold
     evidence (the findings were judged on the full runs in memory)."""
+    distribution_evidence: Mapping[str, Any] = field(default_factory=dict)
+    """The ``distribution`` check's evidence by run name (``distribution.evidence``), for
+    the bundle (``<scenario>/<run>.distribution.json``)."""
 
 
 @dataclass(frozen=True)
