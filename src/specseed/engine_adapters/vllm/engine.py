@@ -14,7 +14,10 @@ One engine serves consecutive runs while its construction arguments stay the sam
 has no unseeded sampled request (those draw from the global generator, whose position an
 earlier run moved; ``run-to-run`` needs both runs to start from the engine seed). The header's
 ``fresh_engine`` says whether a run got a fresh engine. A crash inside a run drops the engine
-(vLLM's in-process core is left unusable), so the next run starts a fresh one.
+(vLLM's in-process core is left unusable), so the next run starts a fresh one. A start after
+the first keeps what survives the old engine in this process (``VllmEngine._start``): the
+heap it does not need to walk again and vLLM's CPU kernel overrides; the tokenizer and the
+model files cost next to nothing again (vLLM caches the one, the page cache the other).
 
 vLLM spawns processes unless ``VLLM_ENABLE_V1_MULTIPROCESSING=0``; observation needs the
 engine core in this process, so the adapter sets it (entry points that construct this
