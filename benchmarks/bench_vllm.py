@@ -184,6 +184,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = args.checkpoint or make_checkpoint(Path(tmp) / "ckpt", seed=0).root
         on = audit(checkpoint, args.scenarios, observe=True)
+        print(f"audit (wraps on) done: {on['wall']:.1f} s, {on['starts']:.0f} engine starts "
+              f"{on['start_total']:.1f} s (load {os.getloadavg()[0]:.1f})", flush=True)  # fmt: skip
         off = on if args.bare_only else audit(checkpoint, args.scenarios, observe=False)
         plain = bare(checkpoint, args.scenarios)
 
