@@ -14,7 +14,10 @@ One engine serves consecutive runs while its construction arguments stay the sam
 has no unseeded sampled request (those draw from the global generator, whose position an
 earlier run moved; ``run-to-run`` needs both runs to start from the engine seed). The header's
 ``fresh_engine`` says whether a run got a fresh engine. A crash inside a run drops the engine
-(vLLM's in-process core is left unusable), so the next run starts a fresh one.
+(vLLM's in-process core is left unusable), so the next run starts a fresh one. A start after
+the first keeps what survives the old engine in this process (``VllmEngine._start``): the
+heap it does not need to walk again and vLLM's CPU kernel overrides; the tokenizer and the
+model files cost next to nothing again (vLLM caches the one, the page cache the other).
 
 vLLM spawns processes unless ``VLLM_ENABLE_V1_MULTIPROCESSING=0``; observation needs the
 engine core in this process, so the adapter sets it (entry points that construct this
@@ -29,8 +32,8 @@ import os
 import platform
 import time
 import traceback
-from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext, suppress
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -211,7 +214,7 @@ class VllmEngine(EngineAdapter):
             return self._llm, False
         self.close()
         started = time.perf_counter()
-        llm = self._vllm.LLM(**kwargs)
+        llm = self._start(kwargs)
         self.engine_start_seconds.append(time.perf_counter() - started)
         self.engine_starts += 1
         if llm.llm_engine.vllm_config.use_v2_model_runner:
@@ -222,6 +225,39 @@ class VllmEngine(EngineAdapter):
             )
         self._llm, self._key = llm, key
         return llm, True
+
+    def _start(self, kwargs: dict[str, Any]) -> Any:
+        """``vllm.LLM(**kwargs)``, keeping across starts what vLLM would only redo.
+
+        Two costs of a start in a process that already ran an engine are redone for nothing
+        (measured with ``benchmarks/bench_vllm.py``: about 9 s of an 11 s restart on a loaded
+        2-core machine, the model and its KV cache being tiny):
+
+        - garbage collection. vLLM 0.32.0 runs seven full collections per start
+          (``vllm/model_executor/model_loader/base_loader.py`` ``load_model``, once per model
+          after its weights load, and ``vllm/utils/gc_utils.py`` ``freeze_gc_heap``, three
+          before its ``gc.freeze()``), each walking every object of this process: the
+          audit's, torch's, the imported modules'. Freezing them here first (``close`` has
+          just collected the previous engine) leaves those collections the new engine's
+          objects only. vLLM freezes the whole heap at the end of a start anyway, and its
+          ``shutdown`` unfreezes it (``vllm/v1/engine/core.py``), so what ``close`` collects
+          is unchanged.
+        - the CPU kernel overrides (``vllm/platforms/cpu.py``
+          ``register_triton_kernel_overrides``, called by every worker's ``init_worker``):
+          process-wide module attributes that no shutdown undoes; registering them again
+          scans every attribute of every loaded module and wraps the wrappers
+          (:func:`_kernel_overrides_kept`).
+
+        Neither touches what the engine computes or draws: the tokens and the RNG
+        positions are those of a plain ``vllm.LLM(**kwargs)``.
+        """
+        gc.freeze()
+        try:
+            with _kernel_overrides_kept():
+                return self._vllm.LLM(**kwargs)
+        except BaseException:
+            gc.unfreeze()  # a failed start leaves no engine whose shutdown would unfreeze
+            raise
 
     def close(self) -> None:
         if self._llm is None:
@@ -312,6 +348,47 @@ class VllmEngine(EngineAdapter):
             "draft": str(self.settings.draft_checkpoint),
             "multiprocessing": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", ""),
         }
+
+
+@contextmanager
+def _kernel_overrides_kept() -> Iterator[None]:
+    """Skip the CPU kernel overrides' registration while every override vLLM registered
+    earlier in this process is still bound where it was registered (a second registration
+    would find the same kernels replaced by the same implementations)."""
+    try:
+        from vllm.platforms import current_platform
+        from vllm.triton_utils import dispatcher
+    except ImportError:  # another vLLM layout: register as vLLM does
+        yield
+        return
+    registered = dict(getattr(dispatcher, "_registry", {}))
+    override = getattr(dispatcher, "KernelOverride", None)
+    platform_class = type(current_platform)
+    if (
+        not registered
+        or override is None
+        or not all(_bound(dispatcher, name, override) for name in registered)
+    ):
+        yield
+        return
+    name = "register_triton_kernel_overrides"
+    before = platform_class.__dict__.get(name)
+    setattr(platform_class, name, classmethod(lambda cls: None))
+    try:
+        yield
+    finally:
+        if before is None:
+            delattr(platform_class, name)
+        else:
+            setattr(platform_class, name, before)
+
+
+def _bound(dispatcher: Any, name: str, override: type) -> bool:
+    try:
+        host, attr = dispatcher._resolve_kernel(name)
+    except (ImportError, ValueError, AttributeError):
+        return False
+    return isinstance(getattr(host, attr, None), override)
 
 
 def _all_greedy(plan: RunPlan) -> bool:
