@@ -177,8 +177,9 @@ def test_losslessness_without_a_k0_endpoint_is_skip_saying_how_to_add_one(
     [lossless] = _findings(report, "losslessness")
     assert lossless["status"] == "skip", lossless
     assert "run baseline was not served" in lossless["message"]
-    assert "`variants: [{when: {max_draft_len: 0}, base_url: http://HOST:PORT}]`" in (
-        lossless["message"]
+    assert (
+        "`variants: [{when: {max_draft_len: 0}, base_url: http://HOST:PORT}]`"
+        in (lossless["message"])
     )
 
 
