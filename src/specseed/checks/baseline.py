@@ -17,11 +17,11 @@ there are too few copies per arm.
 Measured on the shared 2-core development machine (load average about 28),
 benchmarks/bench_losslessness.py: the statistic 74,500 sequences/s; the library scenario
 (150 + 150 copies x 16 tokens, K = 3 against K = 0, reference engine) 11.6 s with every
-check, detectable TV (80% power) 0.30 for the first token and 0.31 for the second; extrapolated
-to one minute of audit 0.13 (from 150 copies per arm) and 0.11 (from 300); false alarms of the statistic on simulated
-clean scenarios 1 of 500 (stated: 1e-3 per scenario). biased-acceptance fails it in-process
-and behind ``specseed serve`` (adjusted p below 1e-9); vLLM 0.32.0 CPU under EAGLE3 fails it
-(README, vLLM on the CPU).
+check; detectable TV (80% power) 0.30 for the first token, 0.31 for the second, extrapolated
+to one minute of audit 0.13 (from 150 copies per arm) and 0.11 (from 300); false alarms of
+the statistic on simulated clean scenarios 1 of 500 (stated: 1e-3 per scenario).
+biased-acceptance fails it in-process (adjusted p 3e-10 with 4 tokens) and behind
+``specseed serve``; vLLM 0.32.0 CPU under EAGLE3 fails it (README, vLLM on the CPU).
 """
 
 from __future__ import annotations
