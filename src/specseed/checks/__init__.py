@@ -12,6 +12,7 @@ from specseed.checks import rng_state  # noqa: F401
 from specseed.checks import streams  # noqa: F401
 from specseed.checks import invariance  # noqa: F401
 from specseed.checks import distribution  # noqa: F401
+from specseed.checks import baseline  # noqa: F401
 from specseed.checks import sampler  # noqa: F401
 
 # isort: on

@@ -32,7 +32,8 @@ from specseed.checks.findings import ATTRIBUTION_TEXT, FAILING, Finding
 
 SHARING_CHECKS = frozenset({"distinct-seeds", "unseeded-independence", "draw-ranges-disjoint"})
 """Checks whose failure means streams share random numbers (a distribution's explanation)."""
-DISTRIBUTION_CHECK = "distribution"
+DISTRIBUTION_CHECKS = frozenset({"distribution", "losslessness"})
+"""Checks that judge an output distribution: copies that share random numbers bias it too."""
 SAMPLER_CHECK = "sampler-params"
 """A sampler seen applying other parameters than asked: a cause of its own (no catalogue
 defect), under which the same runs' biased distribution and same-state-different-token
@@ -239,7 +240,7 @@ def root_causes(findings: Sequence[Finding]) -> list[RootCause]:
                 continue
             follows = (
                 not finding.suspects
-                or finding.check == DISTRIBUTION_CHECK
+                or finding.check in DISTRIBUTION_CHECKS
                 or any(d.attribution == "sampler" for d in finding.diffs)
                 or _tokens_only(finding)
             )
@@ -261,7 +262,7 @@ def root_causes(findings: Sequence[Finding]) -> list[RootCause]:
     sharing = [f for f in remaining if f.check in SHARING_CHECKS and f.suspects]
     consequence_of: dict[int, Finding] = {}
     for finding in remaining:
-        if finding.check == DISTRIBUTION_CHECK:
+        if finding.check in DISTRIBUTION_CHECKS:
             cause = next((s for s in sharing if _overlaps(s, finding)), None)
             if cause is not None:
                 consequence_of[id(finding)] = cause

@@ -371,6 +371,30 @@ class RunSpec(StrictModel):
         None, description="Traffic served before the scenario (engine uptime)."
     )
     engine: EngineOverrides = Field(default_factory=EngineOverrides)  # type: ignore[arg-type]
+    baseline_of: Slug | None = Field(
+        None,
+        description="This run is the K = 0 baseline of the named run (the `losslessness` "
+        "check): served with max_draft_len 0, its distribution copies seeded after the other "
+        "run's (seed + samples + i), so both arms are independent samples.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _baseline_without_speculation(cls, data: Any) -> Any:
+        # A baseline is plain decoding by definition: max_draft_len 0 unless written, and
+        # anything else is a contradiction, not a setting.
+        if not isinstance(data, dict) or data.get("baseline_of") is None:
+            return data
+        engine = data.get("engine") or {}
+        if not isinstance(engine, dict):
+            return data
+        drafts = engine.get("max_draft_len", 0)
+        if drafts not in (0, None):
+            raise ValueError(
+                f"a baseline run (baseline_of) serves without speculation, but it sets "
+                f"max_draft_len {drafts}. Remove engine.max_draft_len or set it to 0."
+            )
+        return {**data, "engine": {**engine, "max_draft_len": 0}}
 
     @model_validator(mode="after")
     def _consistent(self) -> RunSpec:
@@ -485,6 +509,22 @@ def cross_reference_problems(scenario: Any) -> list[tuple[Loc, str]]:
                         f"run {run.name!r}: " + _unknown("request", request, request_names),
                     )
                 )
+    for index, run in enumerate(scenario.runs):
+        target = getattr(run, "baseline_of", None)
+        if target is None:
+            continue
+        if target not in run_names or target == run.name:
+            problems.append(
+                (
+                    ("runs", index, "baseline_of"),
+                    f"run {run.name!r}: baseline_of "
+                    + (
+                        "names the run itself"
+                        if target == run.name
+                        else _unknown("run", target, run_names)
+                    ),
+                )
+            )
     for index, expectation in enumerate(scenario.expect):
         for position, run_name in enumerate(expectation.runs):
             if run_name not in run_names:
@@ -617,13 +657,17 @@ class Scenario(StrictModel):
         copied = set(self.requests if spec.requests is None else spec.requests)
         plain = [(n, self.resolved_request(n)) for n in run.requests if n not in copied]
         templates = [self.resolved_request(n) for n in run.requests if n in copied]
+        # A baseline's copies take the seeds after its speculative run's: independent arms.
+        shift = spec.samples if run.baseline_of is not None else 0
         copies = [
             (
                 template.name,
                 template.model_copy(
                     update={
                         "name": f"{template.name}.{i}",
-                        "seed": None if template.seed is None else (template.seed + i) & UINT64_MAX,
+                        "seed": None
+                        if template.seed is None
+                        else (template.seed + shift + i) & UINT64_MAX,
                     }
                 ),
             )

@@ -119,6 +119,9 @@ def test_defect_free_server_passes_and_skips_what_http_cannot_show(tmp_path: Pat
     [greedy] = _findings(report, "greedy-spec-equivalence")
     assert greedy["status"] == "pass" and greedy["runs"] == ["no-speculation", "rejection"]
     assert "not served: strict (the run sets verification=strict" in greedy["message"]
+    # The K = 0 endpoint gives the default library a losslessness verdict with no model.
+    [lossless] = _findings(report, "losslessness")
+    assert lossless["status"] == "pass" and "detectable TV" in lossless["message"], lossless
     [overlap] = _findings(report, "overlap-invariance")
     assert overlap["status"] == "skip" and "overlap_scheduler=True" in overlap["message"]
     # The trace says which token-id dialect the server speaks and how that was found.
@@ -143,6 +146,7 @@ DEFECTS = [
         {"overlap_scheduler": True},
     ),
     ("greedy-drift", "greedy-speculation", "greedy-spec-equivalence", {"max_draft_len": 0}),
+    ("biased-acceptance", "losslessness", "losslessness", {"max_draft_len": 0}),
 ]
 
 
@@ -162,6 +166,21 @@ def test_each_token_changing_defect_is_caught_through_http(
     assert defect in {s["defect"] for f in failing for s in f["suspects"]}, output
     # Issue 19: tokens alone still yield exactly one root cause, the injected defect.
     assert [c["label"] for c in report["root_causes"]] == [defect], report["root_causes"]
+
+
+def test_losslessness_without_a_k0_endpoint_is_skip_saying_how_to_add_one(
+    tmp_path: Path,
+) -> None:
+    with specseed_serve() as server:
+        code, report, output = _audit(_model_yaml(tmp_path, server.url, ["losslessness"]))
+    assert code == 0, output
+    [lossless] = _findings(report, "losslessness")
+    assert lossless["status"] == "skip", lossless
+    assert "run baseline was not served" in lossless["message"]
+    assert (
+        "`variants: [{when: {max_draft_len: 0}, base_url: http://HOST:PORT}]`"
+        in (lossless["message"])
+    )
 
 
 def test_server_killed_mid_audit_gives_findings_not_a_traceback(tmp_path: Path) -> None:

@@ -103,9 +103,15 @@ def endpoint_for(
                 variant.model or options.model,
                 _setting_text(wanted),
             )
+    when = ", ".join(
+        f"{key}: {str(value).lower() if isinstance(value, bool) else value}"
+        for key, value in changed.items()
+    )
     return (
         f"the run sets {_setting_text(changed)}, which a client cannot change on a server, "
-        "and no endpoint in engine.options.variants serves it"
+        "and no endpoint in engine.options.variants serves it; to serve it, add to "
+        f"model.yaml's engine.options `variants: [{{when: {{{when}}}, base_url: "
+        "http://HOST:PORT}]` (a server of the same model with those settings)"
     )
 
 
