@@ -154,3 +154,28 @@ def test_stored_evidence_judges_as_the_oracle_did_and_names_other_tokens() -> No
     other = [*samples[:-1], Sample("s.119", (3,), setup, moved)]
     assert mismatch(stored, other, "float32") == "s.119: the emitted tokens differ at position 2"
     assert "bfloat16" in str(mismatch(stored, samples, "bfloat16"))
+
+
+def test_evidence_scored_in_chunks_equals_evidence_scored_at_once(monkeypatch) -> None:
+    """The oracle scores a group in chunks of bounded logits memory; the evidence (per-token
+    numbers, ambiguity indices, prefix cells) must not depend on the chunk size."""
+    from specseed.distribution import collect as collect_module
+
+    oracle = MarkovOracle(3)
+    setup = SamplingSetup(temperature=1.0, top_k=8, top_p=0.95)
+    samples = _exact_samples(oracle, 300, 7, 4, setup)
+    whole = collect(samples, oracle)
+    calls: list[int] = []
+    original = oracle.logits
+
+    def counted(sequences):  # type: ignore[no-untyped-def]
+        calls.append(len(sequences))
+        return original(sequences)
+
+    monkeypatch.setattr(oracle, "logits", counted)
+    # 7 tokens x 16 vocab x 8 bytes = 896 bytes a request: chunks of 4 requests.
+    monkeypatch.setattr(collect_module, "CHUNK_BYTES", 4 * 7 * VOCAB * 8)
+    chunked = collect(samples, oracle)
+    assert calls and max(calls) == 4 and sum(calls) == 300
+    assert any(cells.position > 0 for cells in whole.groups[0].prefixes)
+    assert chunked == whole

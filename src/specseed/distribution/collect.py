@@ -89,36 +89,75 @@ def _masses(probs: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, ..
     return own.squeeze(-1), before.clamp(0.0, 1.0), before_id.clamp(0.0, 1.0)
 
 
+CHUNK_BYTES = 64 << 20
+"""At most this much float64 logits of one group is held at once: the oracle scores the
+group's requests in chunks, and only the per-token numbers (and the prefix tests' cells) are
+kept, so host memory does not grow with the tokens scored (a 128k vocabulary is 1 MiB per
+token)."""
+
+
 def _group(
     number: int, members: Sequence[Sample], oracle: ProbabilityOracle, dtype: str
 ) -> GroupEvidence:
     length = min(len(s.tokens) for s in members)
     setup = members[0].setup
     rows = [s.tokens[:length] for s in members]
-    logits = torch.stack(
-        oracle.logits([(s.prompt_ids, row) for s, row in zip(members, rows, strict=True)])
-    )
-    n_req, _, vocab = logits.shape
-    flat_logits = logits.reshape(-1, vocab)
-    probs = distributions(flat_logits, setup)
     oracle_error = float(getattr(oracle, "logits_error", 0.0))
-    eps, ambiguous = _envelope(flat_logits, probs, setup, dtype, oracle_error)
-    tokens = torch.tensor(rows, dtype=torch.int64).reshape(-1)
-    own, before, before_id = _masses(probs, tokens)
-    amb = ambiguous.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-    grid = probs.reshape(n_req, length, vocab)
-    prefixes = []
-    for t, _prefix, rows_with in prefix_candidates(rows, length):
-        row = grid[rows_with[0], t]
-        big = row * len(rows_with) >= MIN_CELL
-        picked = torch.nonzero(big).flatten()
-        prefixes.append(
-            PrefixCells(
-                position=t,
-                cells=tuple(zip(picked.tolist(), row[picked].tolist(), strict=True)),
-                rest=float(row[~big].sum()),
-            )
+    vocab = max(1, int(getattr(oracle, "vocab_size", 1)))
+    chunk = max(1, CHUNK_BYTES // (length * vocab * 8))
+    candidates = prefix_candidates(rows, length)
+    # The prefix tests read one request's distribution at one position: from the chunk that
+    # holds that request.
+    wanted: dict[int, list[int]] = {}
+    for index, (_t, _prefix, rows_with) in enumerate(candidates):
+        wanted.setdefault(rows_with[0], []).append(index)
+    cells: list[PrefixCells | None] = [None] * len(candidates)
+    own_parts: list[torch.Tensor] = []
+    before_parts: list[torch.Tensor] = []
+    before_id_parts: list[torch.Tensor] = []
+    eps_parts: list[torch.Tensor] = []
+    ambiguous: list[int] = []
+    for first in range(0, len(members), chunk):
+        part = members[first : first + chunk]
+        part_rows = rows[first : first + chunk]
+        logits = torch.stack(
+            oracle.logits([(s.prompt_ids, row) for s, row in zip(part, part_rows, strict=True)])
         )
+        n_req, _, width = logits.shape
+        flat_logits = logits.reshape(-1, width)
+        del logits
+        probs = distributions(flat_logits, setup)
+        eps, amb_grid = _envelope(flat_logits, probs, setup, dtype, oracle_error)
+        del flat_logits
+        tokens = torch.tensor(part_rows, dtype=torch.int64).reshape(-1)
+        own, before, before_id = _masses(probs, tokens)
+        amb = amb_grid.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+        del amb_grid
+        own_parts.append(own)
+        before_parts.append(before)
+        before_id_parts.append(before_id)
+        eps_parts.append(eps)
+        offset = first * length
+        ambiguous.extend(offset + i for i in torch.nonzero(amb).flatten().tolist())
+        grid = probs.reshape(n_req, length, width)
+        for request in range(first, first + n_req):
+            for index in wanted.get(request, ()):
+                t, _prefix, rows_with = candidates[index]
+                row = grid[request - first, t]
+                big = row * len(rows_with) >= MIN_CELL
+                picked = torch.nonzero(big).flatten()
+                cells[index] = PrefixCells(
+                    position=t,
+                    cells=tuple(zip(picked.tolist(), row[picked].tolist(), strict=True)),
+                    rest=float(row[~big].sum()),
+                )
+        del probs, grid
+    prefixes = [c for c in cells if c is not None]
+    assert len(prefixes) == len(cells), "every prefix test's request lies in some chunk"
+    own = torch.cat(own_parts)
+    before = torch.cat(before_parts)
+    before_id = torch.cat(before_id_parts)
+    eps = torch.cat(eps_parts)
     return GroupEvidence(
         number=number,
         request_ids=tuple(s.request_id for s in members),
@@ -132,7 +171,7 @@ def _group(
         mass_before=tuple(before.tolist()),
         mass_before_id=tuple(before_id.tolist()),
         envelope=tuple(eps.tolist()),
-        ambiguous=tuple(torch.nonzero(amb).flatten().tolist()),
+        ambiguous=tuple(ambiguous),
         prefixes=tuple(prefixes),
     )
 
