@@ -1,7 +1,7 @@
 """The default audit (``specseed audit``, built-in library): wall time and time split, side by side.
 
     python benchmarks/bench_default_audit.py [--repeats 5] [--baseline main]
-        [--kernels broadcast,blocked] [--jobs 1,2]
+        [--kernels broadcast,blocked] [--jobs 2]
 
 A variant is a source tree and a kernel (``SPECSEED_LINEAR``, see
 engine_adapters/reference/numerics.py): the worktree's ``src`` under each of ``--kernels``
@@ -10,10 +10,12 @@ the change against the code before it). Each measurement is a fresh process (imp
 model build count, as they do for a user) and the variants are measured alternately, A B A B
 ..., so a change in the machine's load hits all alike. Prints per variant:
 
-1. wall time of ``python -m specseed audit --no-progress`` (median, min and max over
-   ``--repeats``) and peak memory (max RSS of the process);
-2. the time split of one in-process audit (median over the repeats), each part exclusive of
-   the others: imports of the CLI, torch and the engine's modules, the model build, the
+1. wall time of the audit process (median, min and max over ``--repeats``) and its peak
+   memory (max RSS); the serial audits run through this script's ``--split-child``, which
+   runs ``specseed audit --no-progress`` in-process with timers (their cost is a few
+   thousand wrapper calls), so wall time, memory and split come from the same processes;
+2. the time split of those audits (median over the repeats), each part exclusive of the
+   others: imports of the CLI, torch and the engine's modules, the model build, the
    target's and the draft head's forward passes during the runs, the sampling and
    verification kernels (with RNG assignment and event recording), the rest of the step loop
    (scheduling, trace records and writing), each check, the rest of the checks' runner, and
@@ -21,8 +23,8 @@ model build count, as they do for a user) and the variants are measured alternat
 3. the tiny target's forward alone on one torch thread (as the engine runs it): CPU seconds
    (``time.thread_time``, which a busy machine disturbs less than wall time) of a prefill of
    8 x 20 tokens and 6 decode steps of 8 x 4;
-4. with ``--jobs``: wall time of ``--jobs N`` against serial on the last variant, alternated
-   the same way (the audit caps N at the CPUs it may use; README says why).
+4. with ``--jobs N``: ``specseed audit --jobs N`` of the last variant, in the same
+   alternating rounds, wall time only (the audit caps N at the CPUs it may use).
 
 Nothing is asserted. The load average (``os.getloadavg``) is printed with each figure: on a
 shared machine read the ratios, not the seconds. benchmarks/compare_bundle_streams.py checks
@@ -37,6 +39,7 @@ import dataclasses
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -55,6 +58,8 @@ class Variant:
     label: str
     src: Path
     kernel: str
+    jobs: int = 1
+    """Above 1: ``--jobs N``, timed as a whole (its workers' parts are not split)."""
 
 
 def _load() -> str:
@@ -138,6 +143,7 @@ def split_child() -> None:
     total = time.perf_counter() - started
     split.seconds["planning, reports, I/O"] = total - sum(split.seconds.values())
     print("SPLIT " + json.dumps(split.seconds))
+    print("RSS", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
 def forward_child() -> None:
@@ -180,17 +186,6 @@ def _tagged(out: str, tag: str) -> str:
     return next(line[len(tag) + 1 :] for line in out.splitlines() if line.startswith(tag + " "))
 
 
-def _rss_child(variant: Variant) -> int:
-    """Peak RSS (KiB) of one audit process, as the process itself reads it at its end."""
-    code = (
-        "import resource, runpy, sys; sys.argv = ['specseed', 'audit', '--no-progress'];\n"
-        "try:\n    runpy.run_module('specseed', run_name='__main__')\n"
-        "except SystemExit:\n    pass\n"
-        "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
-    )
-    return int(_tagged(_child(["-c", code], variant)[1], "RSS"))
-
-
 def alternate(
     variants: list[Variant], repeats: int, measure: Callable[[Variant], Any]
 ) -> dict[str, list[Any]]:
@@ -224,7 +219,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--kernels", default="broadcast,blocked")
     parser.add_argument("--baseline", default="", help="a git ref to measure against, e.g. main")
-    parser.add_argument("--jobs", default="", help="e.g. 1,2: --jobs N against serial")
+    parser.add_argument("--jobs", default="", help="e.g. 2: --jobs N of the last variant too")
     parser.add_argument("--split-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--forward-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -241,73 +236,72 @@ def main() -> None:
             base_src = _export(args.baseline, Path(tmp))
             variants += [Variant(f"{args.baseline}:{k}", base_src, k) for k in kernels]
         variants += [Variant(f"tree:{k}" if args.baseline else k, ROOT / "src", k) for k in kernels]
+        last = variants[-1]
+        for n in (int(j) for j in args.jobs.split(",") if j and int(j) > 1):
+            variants.append(dataclasses.replace(last, label=f"{last.label} -j{n}", jobs=n))
         report(variants, args)
 
 
+def _measure(variant: Variant) -> dict[str, Any]:
+    """One fresh audit process: its wall time, and for a serial audit its split and RSS."""
+    if variant.jobs > 1:
+        audit = ["-m", "specseed", "audit", "--no-progress", "--jobs", str(variant.jobs)]
+        return {"wall": _child(audit, variant)[0]}
+    wall, out = _child([__file__, "--split-child"], variant)
+    return {
+        "wall": wall,
+        "split": json.loads(_tagged(out, "SPLIT")),
+        "rss": int(_tagged(out, "RSS")),
+    }
+
+
 def report(variants: list[Variant], args: argparse.Namespace) -> None:
-    labels = [v.label for v in variants]
-    ratio = _ratio_header(labels)
-    width = max(11, *(len(label) + 1 for label in labels))
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}")
     print(f"default audit, {args.repeats} alternating runs per variant ({_load()} at start)")
-
-    audit = ["-m", "specseed", "audit", "--no-progress"]
-    walls = alternate(variants, args.repeats, lambda v: _child(audit, v)[0])
-    rss = alternate(variants, 1, _rss_child)
-    print(f"{'variant':<{width}} {'median':>8} {'min':>7} {'max':>7} {'peak RSS':>10}")
+    runs = alternate(variants, args.repeats, _measure)
+    serial = [v for v in variants if v.jobs == 1]
+    labels = [v.label for v in variants]
+    width = max(11, *(len(label) + 1 for label in labels))
+    print(f"{'variant':<{width}} {'median':>8} {'min':>7} {'max':>7} {'peak RSS':>10}  ({_load()})")
     for label in labels:
-        w = walls[label]
+        w = [r["wall"] for r in runs[label]]
+        rss = [r["rss"] for r in runs[label] if "rss" in r]
+        memory = f"{statistics.median(rss) / 1024:6.0f} MiB" if rss else f"{'':>10}"
         print(
-            f"{label:<{width}} {statistics.median(w):7.2f}s {min(w):6.2f}s {max(w):6.2f}s "
-            f"{rss[label][0] / 1024:6.0f} MiB"
+            f"{label:<{width}} {statistics.median(w):7.2f}s {min(w):6.2f}s {max(w):6.2f}s {memory}"
         )
-    if ratio:
-        a, b = (statistics.median(walls[k]) for k in (labels[0], labels[-1]))
-        print(f"{ratio} = {a / b:.2f} ({_load()})")
+    base = statistics.median(r["wall"] for r in runs[labels[0]])
+    for label in labels[1:]:
+        print(
+            f"{labels[0]} / {label} = {base / statistics.median(r['wall'] for r in runs[label]):.2f}"
+        )
 
-    splits = alternate(
-        variants,
-        args.repeats,
-        lambda v: json.loads(_tagged(_child([__file__, "--split-child"], v)[1], "SPLIT")),
-    )
-    print(f"\ntime split of one in-process audit (median s; {_load()})")
-    parts = list(dict.fromkeys(p for label in labels for s in splits[label] for p in s))
-    print(f"{'part':<34}" + "".join(f"{k:>{width}}" for k in labels) + f"{ratio:>{width}}")
+    names = [v.label for v in serial]
+    ratio = _ratio_header(names)
+    print("\ntime split of one in-process audit (median s over the same runs)")
+    parts = list(dict.fromkeys(p for n in names for r in runs[n] for p in r["split"]))
+    print(f"{'part':<34}" + "".join(f"{k:>{width}}" for k in names) + f"{ratio:>{width}}")
     for part in [*parts, "total"]:
         medians = []
-        for label in labels:
-            values = [
-                sum(s.values()) if part == "total" else s.get(part, 0.0) for s in splits[label]
-            ]
+        for name in names:
+            splits = [r["split"] for r in runs[name]]
+            values = [sum(s.values()) if part == "total" else s.get(part, 0.0) for s in splits]
             medians.append(statistics.median(values))
         cells = "".join(f"{m:{width - 1}.2f}s" for m in medians)
         rate = f"{medians[0] / medians[-1]:{width}.2f}" if ratio and medians[-1] > 0.005 else ""
         print(f"{part:<34}" + cells + rate)
 
     forward = alternate(
-        variants,
+        serial,
         max(3, args.repeats),
         lambda v: float(_tagged(_child([__file__, "--forward-child"], v)[1], "FORWARD")),
     )
     print(f"\ntarget forward, prefill 8x20 + 6 steps of 8x4 (median CPU ms; {_load()})")
-    for label in labels:
-        print(f"  {label:<{width}} {statistics.median(forward[label]) * 1e3:7.1f} ms")
+    for name in names:
+        print(f"  {name:<{width}} {statistics.median(forward[name]) * 1e3:7.1f} ms")
     if ratio:
-        a, b = (statistics.median(forward[k]) for k in (labels[0], labels[-1]))
+        a, b = (statistics.median(forward[k]) for k in (names[0], names[-1]))
         print(f"  {ratio} = {a / b:.2f}")
-
-    if args.jobs:
-        counts = [int(n) for n in args.jobs.split(",")]
-        variant = variants[-1]
-        times: dict[int, list[float]] = {n: [] for n in counts}
-        for _ in range(args.repeats):
-            for n in counts:
-                times[n].append(_child([*audit, "--jobs", str(n)], variant)[0])
-        print(f"\n--jobs ({variant.label}; {_load()})")
-        base = statistics.median(times[counts[0]])
-        for n in counts:
-            m = statistics.median(times[n])
-            print(f"  --jobs {n:<3} {m:7.2f}s   speed-up {base / m:4.2f}x")
 
 
 if __name__ == "__main__":
