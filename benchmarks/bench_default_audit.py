@@ -1,46 +1,65 @@
-"""The default audit (``specseed audit``, built-in library), its time split, old kernel vs new.
+"""The default audit (``specseed audit``, built-in library): wall time and time split, side by side.
 
-    python benchmarks/bench_default_audit.py [--repeats 5] [--kernels broadcast,blocked]
-        [--jobs 1,2]
+    python benchmarks/bench_default_audit.py [--repeats 5] [--baseline main]
+        [--kernels broadcast,blocked] [--jobs 2]
 
-Each measurement is a fresh ``python -m specseed audit --no-progress`` process (so imports and
-the model build count, as they do for a user), and the kernels (``SPECSEED_LINEAR``, see
-engine_adapters/reference/numerics.py) are measured alternately, A B A B ..., so a change in
-the machine's load hits both alike. Prints per kernel:
+A variant is a source tree and a kernel (``SPECSEED_LINEAR``, see
+engine_adapters/reference/numerics.py): the worktree's ``src`` under each of ``--kernels``
+and, with ``--baseline REF``, the same kernels on ``git archive REF src`` (so one run prints
+the change against the code before it). Each measurement is a fresh process (imports and the
+model build count, as they do for a user) and the variants are measured alternately, A B A B
+..., so a change in the machine's load hits all alike. Prints per variant:
 
-1. wall time of the whole command (median, min and max over ``--repeats``) and peak memory
-   (max RSS of the process, median) -- the figures README quotes ("27 runs in N s", "about
-   N MiB per worker");
-2. the time split of one in-process audit (median over the repeats): imports of the CLI,
-   engine build, the engine's forward passes (target and draft head), the rest of the
-   engine's runs (sampling, verification, bookkeeping), the checks, and everything else
-   (planning, reports and I/O);
-3. the tiny target's forward alone, in this process on one torch thread (as the engine runs
-   it): CPU seconds (``time.thread_time``, which a busy machine disturbs less than wall time)
-   of a prefill of 8 x 20 tokens and 6 decode steps of 8 x 4, kernels alternated;
-4. with ``--jobs``: wall time of ``--jobs N`` against serial, alternated the same way (the
-   audit caps N at the CPUs it may use; README says why).
+1. wall time of the audit process (median, min and max over ``--repeats``) and its peak
+   memory (max RSS); the serial audits run through this script's ``--split-child``, which
+   runs ``specseed audit --no-progress`` in-process with timers (their cost is a few
+   thousand wrapper calls), so wall time, memory and split come from the same processes;
+2. the time split of those audits (median over the repeats), each part exclusive of the
+   others: imports of the CLI, torch and the engine's modules, the model build, the
+   target's and the draft head's forward passes during the runs, the sampling and
+   verification kernels (with RNG assignment and event recording), the rest of the step loop
+   (scheduling, trace records and writing), each check, the rest of the checks' runner, and
+   everything else (planning, reports, I/O);
+3. the tiny target's forward alone on one torch thread (as the engine runs it): CPU seconds
+   (``time.thread_time``, which a busy machine disturbs less than wall time) of a prefill of
+   8 x 20 tokens and 6 decode steps of 8 x 4;
+4. with ``--jobs N``: ``specseed audit --jobs N`` of the last variant, in the same
+   alternating rounds, wall time only (the audit caps N at the CPUs it may use).
 
 Nothing is asserted. The load average (``os.getloadavg``) is printed with each figure: on a
-shared machine read the ratios, not the seconds.
+shared machine read the ratios, not the seconds. benchmarks/compare_bundle_streams.py checks
+that two variants recorded the same tokens, logits fingerprints and RNG events.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    label: str
+    src: Path
+    kernel: str
+    jobs: int = 1
+    """Above 1: ``--jobs N``, timed as a whole (its workers' parts are not split)."""
 
 
 def _load() -> str:
@@ -48,57 +67,111 @@ def _load() -> str:
     return f"load {one:.1f}/{five:.1f} on {os.cpu_count()} CPUs"
 
 
-def _timed(owner: Any, name: str, bucket: dict[str, float], key: str) -> None:
-    """Wrap ``owner.name`` so its seconds add to ``bucket[key]`` (outermost call only)."""
-    original = getattr(owner, name)
-    depth = [0]
+class _Split:
+    """Exclusive timers: a part's seconds exclude the timed parts it calls."""
 
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if depth[0]:
-            return original(*args, **kwargs)
-        depth[0] += 1
-        started = time.perf_counter()
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._stack: list[list[Any]] = []
+
+    def active(self, label: str) -> bool:
+        return any(frame[0] == label for frame in self._stack)
+
+    @contextlib.contextmanager
+    def part(self, label: str) -> Iterator[None]:
+        frame = [label, time.perf_counter(), 0.0]
+        self._stack.append(frame)
         try:
-            return original(*args, **kwargs)
+            yield
         finally:
-            bucket[key] = bucket.get(key, 0.0) + time.perf_counter() - started
-            depth[0] -= 1
+            self._stack.pop()
+            elapsed = time.perf_counter() - frame[1]
+            self.seconds[label] = self.seconds.get(label, 0.0) + elapsed - frame[2]
+            if self._stack:
+                self._stack[-1][2] += elapsed
 
-    setattr(owner, name, wrapper)
+    def wrap(self, owner: Any, name: str, label: str, *, within: str | None = None) -> None:
+        """Time ``owner.name`` as ``label`` (only while ``within`` is active, if given)."""
+        original = getattr(owner, name, None)
+        if original is None:  # not in this source tree (an older baseline)
+            return
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if within is not None and not self.active(within):
+                return original(*args, **kwargs)
+            with self.part(label):
+                return original(*args, **kwargs)
+
+        setattr(owner, name, wrapper)
 
 
 def split_child() -> None:
     """One in-process audit with timers around its parts; prints the split as JSON."""
+    split = _Split()
     started = time.perf_counter()
     from specseed.cli.app import app
 
-    imports = time.perf_counter() - started
-    from specseed.engine_adapters.reference import draft, target
+    split.seconds["imports: CLI"] = time.perf_counter() - started
+    from specseed.checks import registry
     from specseed.run import execute
 
-    bucket: dict[str, float] = {}
-    _timed(execute, "create_adapter", bucket, "engine build")
-    _timed(target.LlamaTarget, "forward", bucket, "forward")
-    _timed(draft.Eagle3DraftHead, "forward", bucket, "forward")
-    _timed(execute, "run_guarded", bucket, "runs")
-    _timed(execute, "evaluate", bucket, "checks")
-    audit_started = time.perf_counter()
+    with split.part("imports: torch, engine modules"):
+        from specseed.engine_adapters.reference import draft, engine, target
+    split.wrap(execute, "create_adapter", "imports: torch, engine modules")
+    split.wrap(engine.ReferenceEngine, "__init__", "model build")
+    split.wrap(target.LlamaTarget, "forward", "target forward", within="step loop")
+    split.wrap(draft.Eagle3DraftHead, "forward", "draft forward", within="step loop")
+    run_class = engine._EngineRun
+    for name in ("_sample_call", "_kernel_verify"):
+        split.wrap(run_class, name, "sampling, verification", within="step loop")
+    split.wrap(execute, "run_guarded", "step loop")
+    split.wrap(execute, "evaluate", "checks: runner")
+
+    def timed_check(label: str, func: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any) -> list[Any]:
+            with split.part(label):
+                return list(func(*args))  # a check is a generator: time its whole run
+
+        return run
+
+    for check_id, spec in list(registry.CHECKS.items()):
+        registry.CHECKS[check_id] = dataclasses.replace(
+            spec, func=timed_check(f"check: {check_id}", spec.func)
+        )
     with contextlib.suppress(SystemExit):  # exit 1 (a finding) is a normal outcome here
         app(["audit", "--no-progress"], standalone_mode=False)
-    audit = time.perf_counter() - audit_started
-    split = {
-        "imports": imports,
-        "engine build": bucket.get("engine build", 0.0),
-        "engine forward": bucket.get("forward", 0.0),
-        "sampling and the rest of the runs": bucket.get("runs", 0.0) - bucket.get("forward", 0.0),
-        "checks": bucket.get("checks", 0.0),
-    }
-    split["planning, reports, I/O"] = audit - sum(v for k, v in split.items() if k != "imports")
-    print("SPLIT " + json.dumps(split))
+    total = time.perf_counter() - started
+    split.seconds["planning, reports, I/O"] = total - sum(split.seconds.values())
+    print("SPLIT " + json.dumps(split.seconds))
+    print("RSS", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
-def _child(args: list[str], kernel: str) -> tuple[float, str]:
-    env = {**os.environ, "SPECSEED_LINEAR": kernel, "PYTHONPATH": str(ROOT / "src")}
+def forward_child() -> None:
+    """CPU seconds of the tiny target's forward (prefill 8 x 20, 6 steps of 8 x 4)."""
+    import random
+
+    import torch
+
+    from specseed.engine_adapters.reference.tiny import TINY_MODEL
+
+    torch.set_num_threads(1)
+    model = TINY_MODEL.build_target(0)
+    rng = random.Random(0)
+    spent = []
+    for _ in range(6):
+        caches = [model.new_cache() for _ in range(8)]
+        started = time.thread_time()
+        model.forward([(c, [rng.randrange(512) for _ in range(20)]) for c in caches])
+        for _ in range(6):
+            model.forward([(c, [rng.randrange(512) for _ in range(4)]) for c in caches])
+        spent.append(time.thread_time() - started)
+        for c in caches:
+            c.release()
+    print(f"FORWARD {statistics.median(spent[1:])}")
+
+
+def _child(args: list[str], variant: Variant) -> tuple[float, str]:
+    env = {**os.environ, "SPECSEED_LINEAR": variant.kernel, "PYTHONPATH": str(variant.src)}
     started = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
@@ -109,128 +182,126 @@ def _child(args: list[str], kernel: str) -> tuple[float, str]:
     return wall, proc.stdout
 
 
-def _rss_child(kernel: str) -> int:
-    """Peak RSS (KiB) of one audit process, as the process itself reads it at its end."""
-    code = (
-        "import resource, runpy, sys; sys.argv = ['specseed', 'audit', '--no-progress'];\n"
-        "try:\n    runpy.run_module('specseed', run_name='__main__')\n"
-        "except SystemExit:\n    pass\n"
-        "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
-    )
-    _, out = _child(["-c", code], kernel)
-    return int(next(line for line in out.splitlines() if line.startswith("RSS")).split()[1])
+def _tagged(out: str, tag: str) -> str:
+    return next(line[len(tag) + 1 :] for line in out.splitlines() if line.startswith(tag + " "))
 
 
 def alternate(
-    kernels: list[str], repeats: int, measure: Callable[[str], Any]
+    variants: list[Variant], repeats: int, measure: Callable[[Variant], Any]
 ) -> dict[str, list[Any]]:
-    results: dict[str, list[Any]] = {k: [] for k in kernels}
+    results: dict[str, list[Any]] = {v.label: [] for v in variants}
     for _ in range(repeats):
-        for kernel in kernels:
-            results[kernel].append(measure(kernel))
+        for variant in variants:
+            results[variant.label].append(measure(variant))
     return results
 
 
-def forward_ab(kernels: list[str], repeats: int) -> None:
-    import random
+def _ratio_header(labels: list[str]) -> str:
+    return f"{labels[0]}/{labels[-1]}" if len(labels) >= 2 else ""
 
-    import torch
 
-    from specseed.engine_adapters.reference import numerics
-    from specseed.engine_adapters.reference.tiny import TINY_MODEL
-
-    torch.set_num_threads(1)
-    model = TINY_MODEL.build_target(0)
-    rng = random.Random(0)
-
-    def once() -> float:
-        caches = [model.new_cache() for _ in range(8)]
-        started = time.thread_time()
-        model.forward([(c, [rng.randrange(512) for _ in range(20)]) for c in caches])
-        for _ in range(6):
-            model.forward([(c, [rng.randrange(512) for _ in range(4)]) for c in caches])
-        spent = time.thread_time() - started
-        for c in caches:
-            c.release()
-        return spent
-
-    def measure(kernel: str) -> float:
-        numerics.LINEAR_KERNEL = kernel
-        return once()
-
-    cpu = alternate(kernels, repeats, measure)
-    print(f"\ntarget forward, prefill 8x20 + 6 steps of 8x4 (median CPU ms; {_load()})")
-    for kernel in kernels:
-        print(f"  {kernel:<10} {statistics.median(cpu[kernel]) * 1e3:7.1f} ms")
-    if len(kernels) == 2:
-        a, b = (statistics.median(cpu[k]) for k in kernels)
-        print(f"  {kernels[0]}/{kernels[1]} = {a / b:.2f}")
+def _export(ref: str, into: Path) -> Path:
+    """``git archive REF src`` unpacked under ``into``; returns its ``src``."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", ref, "src"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    tar_path = into / "src.tar"
+    tar_path.write_bytes(archive)
+    with tarfile.open(tar_path) as tar:
+        tar.extractall(into, filter="data")
+    return into / "src"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--kernels", default="broadcast,blocked")
-    parser.add_argument("--jobs", default="", help="e.g. 1,2: --jobs N against serial")
+    parser.add_argument("--baseline", default="", help="a git ref to measure against, e.g. main")
+    parser.add_argument("--jobs", default="", help="e.g. 2: --jobs N of the last variant too")
     parser.add_argument("--split-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--forward-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.split_child:
         split_child()
         return
-    kernels = args.kernels.split(",")
+    if args.forward_child:
+        forward_child()
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-default-audit-") as tmp:
+        variants = []
+        kernels = args.kernels.split(",")
+        if args.baseline:
+            base_src = _export(args.baseline, Path(tmp))
+            variants += [Variant(f"{args.baseline}:{k}", base_src, k) for k in kernels]
+        variants += [Variant(f"tree:{k}" if args.baseline else k, ROOT / "src", k) for k in kernels]
+        last = variants[-1]
+        for n in (int(j) for j in args.jobs.split(",") if j and int(j) > 1):
+            variants.append(dataclasses.replace(last, label=f"{last.label} -j{n}", jobs=n))
+        report(variants, args)
+
+
+def _measure(variant: Variant) -> dict[str, Any]:
+    """One fresh audit process: its wall time, and for a serial audit its split and RSS."""
+    if variant.jobs > 1:
+        audit = ["-m", "specseed", "audit", "--no-progress", "--jobs", str(variant.jobs)]
+        return {"wall": _child(audit, variant)[0]}
+    wall, out = _child([__file__, "--split-child"], variant)
+    return {
+        "wall": wall,
+        "split": json.loads(_tagged(out, "SPLIT")),
+        "rss": int(_tagged(out, "RSS")),
+    }
+
+
+def report(variants: list[Variant], args: argparse.Namespace) -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}")
-    print(f"default audit, {args.repeats} alternating runs per kernel ({_load()} at start)")
-
-    walls = alternate(kernels, args.repeats, lambda k: _child(["-m", "specseed", "audit",
-                                                               "--no-progress"], k)[0])  # fmt: skip
-    rss = alternate(kernels, 1, _rss_child)
-    print(f"{'kernel':<10} {'median':>8} {'min':>7} {'max':>7} {'peak RSS':>10}")
-    for kernel in kernels:
-        w = walls[kernel]
+    print(f"default audit, {args.repeats} alternating runs per variant ({_load()} at start)")
+    runs = alternate(variants, args.repeats, _measure)
+    serial = [v for v in variants if v.jobs == 1]
+    labels = [v.label for v in variants]
+    width = max(11, *(len(label) + 1 for label in labels))
+    print(f"{'variant':<{width}} {'median':>8} {'min':>7} {'max':>7} {'peak RSS':>10}  ({_load()})")
+    for label in labels:
+        w = [r["wall"] for r in runs[label]]
+        rss = [r["rss"] for r in runs[label] if "rss" in r]
+        memory = f"{statistics.median(rss) / 1024:6.0f} MiB" if rss else f"{'':>10}"
         print(
-            f"{kernel:<10} {statistics.median(w):7.2f}s {min(w):6.2f}s {max(w):6.2f}s "
-            f"{rss[kernel][0] / 1024:6.0f} MiB"
+            f"{label:<{width}} {statistics.median(w):7.2f}s {min(w):6.2f}s {max(w):6.2f}s {memory}"
         )
-    if len(kernels) == 2:
-        a, b = (statistics.median(walls[k]) for k in kernels)
-        print(f"{kernels[0]}/{kernels[1]} = {a / b:.2f} ({_load()})")
+    base = statistics.median(r["wall"] for r in runs[labels[0]])
+    for label in labels[1:]:
+        print(
+            f"{labels[0]} / {label} = {base / statistics.median(r['wall'] for r in runs[label]):.2f}"
+        )
 
-    splits = alternate(
-        kernels,
-        args.repeats,
-        lambda k: json.loads(
-            next(
-                line[6:]
-                for line in _child([__file__, "--split-child"], k)[1].splitlines()
-                if line.startswith("SPLIT ")
-            )
-        ),
-    )
-    print(f"\ntime split of one in-process audit (median s; {_load()})")
-    parts = list(splits[kernels[0]][0])
-    print(f"{'part':<34}" + "".join(f"{k:>11}" for k in kernels))
+    names = [v.label for v in serial]
+    ratio = _ratio_header(names)
+    print("\ntime split of one in-process audit (median s over the same runs)")
+    parts = list(dict.fromkeys(p for n in names for r in runs[n] for p in r["split"]))
+    print(f"{'part':<34}" + "".join(f"{k:>{width}}" for k in names) + f"{ratio:>{width}}")
     for part in [*parts, "total"]:
-        cells = []
-        for kernel in kernels:
-            values = [sum(s.values()) if part == "total" else s[part] for s in splits[kernel]]
-            cells.append(f"{statistics.median(values):10.2f}s")
-        print(f"{part:<34}" + "".join(cells))
+        medians = []
+        for name in names:
+            splits = [r["split"] for r in runs[name]]
+            values = [sum(s.values()) if part == "total" else s.get(part, 0.0) for s in splits]
+            medians.append(statistics.median(values))
+        cells = "".join(f"{m:{width - 1}.2f}s" for m in medians)
+        rate = f"{medians[0] / medians[-1]:{width}.2f}" if ratio and medians[-1] > 0.005 else ""
+        print(f"{part:<34}" + cells + rate)
 
-    forward_ab(kernels, max(5, args.repeats))
-
-    if args.jobs:
-        counts = [int(n) for n in args.jobs.split(",")]
-        kernel = kernels[-1]
-        times: dict[int, list[float]] = {n: [] for n in counts}
-        for _ in range(args.repeats):
-            for n in counts:
-                command = ["-m", "specseed", "audit", "--no-progress", "--jobs", str(n)]
-                times[n].append(_child(command, kernel)[0])
-        print(f"\n--jobs (kernel {kernel}; {_load()})")
-        base = statistics.median(times[counts[0]])
-        for n in counts:
-            m = statistics.median(times[n])
-            print(f"  --jobs {n:<3} {m:7.2f}s   speed-up {base / m:4.2f}x")
+    forward = alternate(
+        serial,
+        max(3, args.repeats),
+        lambda v: float(_tagged(_child([__file__, "--forward-child"], v)[1], "FORWARD")),
+    )
+    print(f"\ntarget forward, prefill 8x20 + 6 steps of 8x4 (median CPU ms; {_load()})")
+    for name in names:
+        print(f"  {name:<{width}} {statistics.median(forward[name]) * 1e3:7.1f} ms")
+    if ratio:
+        a, b = (statistics.median(forward[k]) for k in (names[0], names[-1]))
+        print(f"  {ratio} = {a / b:.2f}")
 
 
 if __name__ == "__main__":

@@ -164,7 +164,7 @@ def philox4x32_10(counter: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     key = torch.as_tensor(key, dtype=torch.int64)
     if counter.shape[-1:] != (4,) or key.shape[-1:] != (2,):
         raise ValueError("counter must have last dimension 4 and key last dimension 2")
-    shape = torch.broadcast_shapes(counter.shape[:-1], key.shape[:-1])
+    shape = _broadcast_shape(counter.shape[:-1], key.shape[:-1])
     ctr = counter.expand(*shape, 4).reshape(-1, 4).T.contiguous() & _MASK32
     k = key.expand(*shape, 2).reshape(-1, 2).T.contiguous() & _MASK32
     return _philox_rounds(ctr, k).T.reshape(*shape, 4)
@@ -268,7 +268,7 @@ def philox_words(
     seed_t = _as_bits_tensor(seed, "seed")
     subseq_t = _as_bits_tensor(subsequence, "subsequence")
     offset_t = _as_bits_tensor(offset, "offset")
-    shape = torch.broadcast_shapes(seed_t.shape, subseq_t.shape, offset_t.shape)
+    shape = _broadcast_shape(seed_t.shape, subseq_t.shape, offset_t.shape)
     seed_t, subseq_t, offset_t = (t.expand(shape).reshape(-1) for t in (seed_t, subseq_t, offset_t))
     num_states = seed_t.shape[0]
     if n == 0 or num_states == 0:
@@ -281,6 +281,21 @@ def philox_words(
         return torch.tensor(rows, dtype=torch.int64).reshape(*shape, n)
     key, counter, lane = _stream_coordinates(seed_t, subseq_t, offset_t, skip)
     return _stream_blocks(key, counter, lane, n).reshape(*shape, n)
+
+
+def _broadcast_shape(*shapes: tuple[int, ...] | torch.Size) -> tuple[int, ...]:
+    """``torch.broadcast_shapes`` without its cost: that function imports torch's symbolic
+    shapes and sympy on first use (measured: 1.5 s of an audit's start on the 2-core machine,
+    4 s under load)."""
+    ndim = max((len(shape) for shape in shapes), default=0)
+    result = [1] * ndim
+    for shape in shapes:
+        for axis, size in enumerate(shape, start=ndim - len(shape)):
+            if size != 1:
+                if result[axis] not in (1, size):
+                    raise ValueError(f"shapes {[tuple(s) for s in shapes]} do not broadcast")
+                result[axis] = size
+    return tuple(result)
 
 
 def curand_uniform(words: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,7 @@ attention block both models share: RoPE, the store into the KV pool, and attenti
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -53,6 +53,9 @@ class RowPlan:
     """``[rows, span]`` bool: the key slots a row must not attend to."""
     span: int
     """Key slots this forward attends over: whole blocks up to the furthest position."""
+    _store_cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(
+        default_factory=dict, repr=False
+    )
 
     @property
     def rows(self) -> int:
@@ -110,6 +113,27 @@ class RowPlan:
             span=span,
         )
 
+    def store_indices(self, pool: KVPool) -> tuple[torch.Tensor, torch.Tensor]:
+        """Where each row's keys and values go in one layer of ``pool``, as flat indices:
+        ``[rows * kv_heads]`` into the keys viewed as ``[-1, head_dim]`` and ``[rows *
+        kv_heads * head_dim]`` into the transposed values viewed flat. Computed once per
+        forward and pool (every layer has the same layout)."""
+        cached = self._store_cache.get(id(pool))
+        if cached is not None:
+            return cached
+        kv_heads, dim, length = pool.num_kv_heads, pool.head_dim, pool.storage_len
+        device = self.slots.device
+        heads = torch.arange(kv_heads, device=device)
+        lanes = torch.arange(dim, device=device)
+        slot_heads = self.slots[:, None] * kv_heads + heads[None, :]  # [rows, kv_heads]
+        key_index = slot_heads * length + self.positions[:, None]
+        value_index = (slot_heads[:, :, None] * dim + lanes) * length + self.positions[
+            :, None, None
+        ]
+        result = (key_index.reshape(-1), value_index.reshape(-1))
+        self._store_cache[id(pool)] = result
+        return result
+
     def commit(self) -> None:
         """Advance every cache past the rows this forward appended."""
         for cache, size in zip(self.caches, self.sizes, strict=True):
@@ -139,15 +163,17 @@ def self_attention(
     q = rotated[:, :heads].view(rows, kv_heads, shape.group, dim)
     keys = pool.keys[layer]
     values_t = pool.values[layer]
-    keys[plan.slots, :, plan.positions] = rotated[:, heads:]
-    values_t[plan.slots, :, :, plan.positions] = qkv[:, (heads + kv_heads) * dim :].view(
-        rows, kv_heads, dim
-    )
+    # Stores and gathers are plain copies (no arithmetic, so no bits change): flat-index
+    # stores and `index_select` of whole slots run 2-5x faster than `tensor[slots, :,
+    # positions] = ...` and `tensor[slots]` on the tiny model's shapes (measured).
+    key_index, value_index = plan.store_indices(pool)
+    keys.view(-1, dim).index_copy_(0, key_index, rotated[:, heads:].reshape(-1, dim))
+    values_t.view(-1).put_(value_index, qkv[:, (heads + kv_heads) * dim :].reshape(-1))
     span = plan.span
     return attention(
         q,
-        keys[:, :, :span][plan.slots],
-        values_t[..., :span][plan.slots],
+        keys[:, :, :span].index_select(0, plan.slots),
+        values_t[..., :span].index_select(0, plan.slots),
         plan.hidden_mask,
         shape.scale,
     )

@@ -83,14 +83,28 @@ def blocked_linear(
 ) -> torch.Tensor:
     """:func:`linear` as one fixed-shape ``torch.mm`` per block of :data:`ROW_BLOCK` rows."""
     rows = x.shape[0]
-    blocks = -(-rows // ROW_BLOCK)
-    padded = x.new_zeros(blocks * ROW_BLOCK, x.shape[1])
-    padded[:rows] = x  # a copy, so every call also sees one memory layout
-    out = x.new_empty(blocks * ROW_BLOCK, weight.shape[0])
+    padded_rows = -(-rows // ROW_BLOCK) * ROW_BLOCK
+    if rows == padded_rows and x.is_contiguous():
+        padded = x  # already whole blocks in the one layout the copy would give
+    else:
+        padded = x.new_zeros(padded_rows, x.shape[1])
+        padded[:rows] = x  # a copy, so every call also sees one memory layout
     weight_t = weight.t()
-    for start in range(0, blocks * ROW_BLOCK, ROW_BLOCK):
-        torch.mm(padded[start : start + ROW_BLOCK], weight_t, out=out[start : start + ROW_BLOCK])
-    out = out[:rows]
+    # Fewer ops per call than writing into slices of one output (the tiny model's calls are
+    # dominated by per-op overhead); each mm is still one [ROW_BLOCK, in] x [in, out] call.
+    if padded_rows == ROW_BLOCK:
+        out = torch.mm(padded, weight_t)
+    elif padded_rows == 0:
+        out = x.new_zeros(0, weight.shape[0])
+    else:
+        out = torch.cat(
+            [
+                torch.mm(padded[start : start + ROW_BLOCK], weight_t)
+                for start in range(0, padded_rows, ROW_BLOCK)
+            ]
+        )
+    if rows != padded_rows:
+        out = out[:rows]
     return out if bias is None else out + bias
 
 
