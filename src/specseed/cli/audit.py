@@ -12,6 +12,7 @@ import typer
 from specseed.cli.errors import error_boundary
 from specseed.cli.inputs import FLAG, check_model_yaml_argument
 from specseed.core.errors import InputError
+from specseed.core.secrets import SafeConsole
 
 AUDIT_HELP = """Replay scenarios on an engine and check reproducibility invariants.
 
@@ -166,9 +167,7 @@ def audit(
 
         scenario_only = scenario_given_as_model(model_yaml) if model_yaml is not None else None
         if model_yaml is not None and scenario_only is not None:
-            from rich.console import Console
-
-            Console(stderr=True, soft_wrap=True).print(
+            SafeConsole(stderr=True, soft_wrap=True).print(
                 f"{model_yaml} is a scenario file, not a model.yaml: auditing it on the "
                 "default engine (reference)"
             )

@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from specseed.cli.errors import error_boundary
+from specseed.core.secrets import SafeConsole
 
-out = Console()
+out = SafeConsole()
 
 
 def make_checkpoint(

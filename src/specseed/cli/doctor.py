@@ -7,11 +7,12 @@ import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-out = Console()
+from specseed.core.secrets import SafeConsole
+
+out = SafeConsole()
 
 
 def doctor(

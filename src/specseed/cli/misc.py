@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
-from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -15,8 +14,9 @@ from rich.text import Text
 from specseed.cli.errors import error_boundary
 from specseed.cli.inputs import FLAG
 from specseed.core.errors import InputError
+from specseed.core.secrets import SafeConsole
 
-out = Console()
+out = SafeConsole()
 
 
 def init(

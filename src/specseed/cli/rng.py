@@ -9,18 +9,18 @@ import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from specseed.cli.errors import error_boundary
 from specseed.cli.inputs import FLAG
+from specseed.core.secrets import SafeConsole
 
 app = typer.Typer(
     help="Inspect curand Philox4x32-10 streams.\n\n[bold]Example[/]\n\n"
     "  specseed rng draws --seed 42 --subsequence 3 --offset 12 -n 4",
     no_args_is_help=True,
 )
-out = Console()
+out = SafeConsole()
 
 _MAX_DRAWS = 1_000_000
 

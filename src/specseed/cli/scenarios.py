@@ -13,6 +13,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from specseed.cli.errors import error_boundary
+from specseed.core.secrets import SafeConsole
 from specseed.core.wording import plural
 
 app = typer.Typer(
@@ -20,7 +21,7 @@ app = typer.Typer(
     "  specseed scenarios show uptime\n  specseed scenarios validate my-scenario.yaml model.yaml",
     no_args_is_help=True,
 )
-out = Console()
+out = SafeConsole()
 lines = Console(soft_wrap=True)
 
 

@@ -192,6 +192,14 @@ class SafeConsole(Console):
     objects too). Text from a server or a bundle can neither leak a secret nor drive the
     terminal; Rich's own colour codes are added after, from styles, and stay."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if kwargs.get("width") is None:
+            # Rich fixes the width from COLUMNS when the console is built, and the CLI's
+            # consoles are built at import: read it at each print instead, so a caller that
+            # sets COLUMNS later (an API user, a test runner) gets the width it asked for.
+            self._width = None
+
     def render_str(self, text: str, *args: Any, **kwargs: Any) -> Text:
         return super().render_str(safe_text(text), *args, **kwargs)
 
