@@ -127,7 +127,7 @@ def test_arms_that_share_seeds_are_skip() -> None:
 
 def test_too_few_copies_is_skip() -> None:
     [finding] = _lossless(_audit(_scenario(10)))
-    assert finding.status == "skip" and "too few copies" in finding.message
+    assert finding.status == "skip" and "fewer than 30 per arm" in finding.message
 
 
 def test_baseline_of_is_validated() -> None:
