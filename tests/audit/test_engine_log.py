@@ -56,3 +56,29 @@ def test_a_key_the_engine_logs_is_removed_from_the_file(tmp_path: Path) -> None:
     text = log.read_text()
     assert "connecting with key" in text
     assert key not in text and "pw-9" not in text
+
+
+def test_a_full_disk_loses_log_lines_never_the_audit(tmp_path: Path) -> None:
+    """An engine that logs more than the disk holds (vLLM's start-up lines into a bundle on a
+    small disk): writes through sys.stderr, the engine's logger and the final close must not
+    raise into the audit."""
+    import subprocess
+
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(small)],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        with capture_engine_log(small / "engine.log") as terminal:
+            assert terminal is not None
+            for _ in range(200):
+                sys.stderr.write("x" * 100 + "\n")
+                logging.getLogger("vllm").warning("y" * 100)
+        assert 0 < (small / "engine.log").stat().st_size <= 8192
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 ENGINE_LOG = "engine.log"
 """The bundle's engine log file."""
@@ -26,6 +26,27 @@ ENGINE_LOGGERS = ("vllm",)
 """Loggers of in-process engines whose records go to the file."""
 VLLM_CONFIGURE = "VLLM_CONFIGURE_LOGGING"
 """vLLM's switch for configuring its own logger on import (``vllm/envs.py``)."""
+
+
+class _LogStream:
+    """The log file as Python code sees it (``sys.stderr``, the loggers' handler): a write
+    that fails (a full disk) loses that text, never the audit; everything else is the
+    file's."""
+
+    def __init__(self, raw: TextIO) -> None:
+        self._raw = raw
+
+    def write(self, text: str) -> int:
+        with suppress(OSError, ValueError):
+            return self._raw.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        with suppress(OSError, ValueError):
+            self._raw.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
 
 
 @contextmanager
@@ -46,12 +67,13 @@ def capture_engine_log(path: Path | None) -> Iterator[TextIO | None]:
         sys.stderr.flush()
     saved_fd = os.dup(2)
     terminal = os.fdopen(os.dup(saved_fd), "w", buffering=1, encoding="utf-8", errors="replace")
-    handler = logging.StreamHandler(log)
+    stream: Any = _LogStream(log)
+    handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(levelname)s %(asctime)s %(name)s: %(message)s"))
     moved: list[tuple[logging.Logger, list[logging.Handler], bool]] = []
     os.dup2(log.fileno(), 2)
     # Python code writing to sys.stderr (progress bars, warnings) whatever sys.stderr is now.
-    saved_stderr, sys.stderr = sys.stderr, log
+    saved_stderr, sys.stderr = sys.stderr, stream
     # vLLM configures its logger when first imported (a handler on stdout by default); one
     # imported during the runs must not: its records go to the file through this handler.
     configure = os.environ.get(VLLM_CONFIGURE)
@@ -86,7 +108,8 @@ def capture_engine_log(path: Path | None) -> Iterator[TextIO | None]:
         os.dup2(saved_fd, 2)
         os.close(saved_fd)
         terminal.close()
-        log.close()
+        with suppress(OSError, ValueError):  # a full disk: the log keeps what it could
+            log.close()
         _scrub(path)
 
 
