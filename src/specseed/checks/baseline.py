@@ -150,7 +150,8 @@ def losslessness(ctx: CheckContext, expectation: Expectation) -> Iterator[Findin
         first = [t for t in result.tests if t.name == "position 1"] or list(result.tests)
         yield Finding(
             status="pass",
-            message=f"{len(result.groups)} sampled requests x "
+            message=f"{len(result.groups)} sampled request"
+            f"{'' if len(result.groups) == 1 else 's'} x "
             f"{first[0].speculative} + {first[0].baseline} copies: speculative tokens follow "
             f"the K = 0 distribution (smallest adjusted p {smallest.adjusted_p:.3g}; "
             f"detectable TV {min(t.detectable_tv for t in first):.3f})",
