@@ -108,7 +108,7 @@ def losslessness(ctx: CheckContext, expectation: Expectation) -> Iterator[Findin
     if spec.header.engine_config.max_draft_len == 0:
         yield _skip(runs, f"run {spec.name} does not speculate (max_draft_len 0)")
         return
-    from specseed.distribution.twosample import MIN_COPIES, TwoSampleGroup, analyse
+    from specseed.distribution.twosample import TwoSampleGroup, analyse
 
     left, right = _sampled(spec), _sampled(base)
     groups: list[TwoSampleGroup] = []
