@@ -26,12 +26,12 @@ biased-acceptance fails it in-process (adjusted p 3e-10 with 4 tokens) and behin
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from specseed.checks.context import CheckContext
+from specseed.checks.evidence import shared_draws, sharing_suspects
 from specseed.checks.findings import Finding, Suspect
 from specseed.checks.registry import comparison_check
 from specseed.checks.token_suspects import TokenDivergence
@@ -202,14 +202,7 @@ def _suspects(trace: RunTrace, result: TwoSampleResult, failing: Sequence[str]) 
     suspects: list[Suspect] = []
     rejected = result.rejected
     marginal = [t for t in rejected if t.name.startswith("position ") and " after " not in t.name]
-    overlap = _shared_draw(trace)
-    if overlap:
-        suspects.append(
-            Suspect(
-                "accept-reuses-draft-draw" if "accept" in overlap else "draw-overlap",
-                f"{overlap}: sampling events of one request share draws, coupling tokens",
-            )
-        )
+    suspects.extend(sharing_suspects(*shared_draws(trace)))
     if trace.header.engine_config.verification != "rejection":
         return suspects
     temperatures = {g.label: _temperature(g.label) for g in result.groups}
@@ -244,24 +237,3 @@ def _temperature(label: str) -> float | None:
         return float(label[label.find("(T=") + 3 :].split(",")[0].rstrip(")"))
     except ValueError:
         return None
-
-
-def _shared_draw(trace: RunTrace) -> str:
-    """The first pair of one request's sampling events that read overlapping draws, as text
-    (empty when the engine recorded none or none overlap)."""
-    for step in trace.steps:
-        for row in step.rows:
-            if row.discarded or row.phase != "scenario":
-                continue
-            events = sorted(
-                (e.seed, e.subsequence, e.offset, e.offset + e.draws, e.kind)
-                for e in row.events
-                if e.draws > 0
-            )
-            for a, b in itertools.pairwise(events):
-                if a[:2] == b[:2] and b[2] < a[3]:
-                    return (
-                        f"{row.request_id}: {a[4]} and {b[4]} at iteration {row.decoding_iter} "
-                        f"both read offset {b[2]}"
-                    )
-    return ""

@@ -60,11 +60,11 @@ trtllm-pr17599 coupling there and not at K = 3):
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from specseed.checks.context import CheckContext
+from specseed.checks.evidence import shared_draws, sharing_suspects
 from specseed.checks.findings import Finding, Status, Suspect
 from specseed.checks.registry import run_check
 from specseed.traces.records import RunTrace
@@ -250,23 +250,8 @@ def _suspects(
     passed rules out an accept test or residual wrong at every temperature. When only coupling
     sub-tests reject (every marginal intact) and the trace shows shared draws, the shared
     draws are the suspect, not the accept test."""
-    suspects: list[Suspect] = []
-    reuse, overlap = _shared_draws(trace)
-    if reuse:
-        suspects.append(
-            Suspect(
-                "accept-reuses-draft-draw",
-                f"{reuse}: the accept test's uniform is the number that drew the draft it "
-                "tests, so acceptance depends on which draft was drawn",
-            )
-        )
-    if overlap:
-        suspects.append(
-            Suspect(
-                "draw-overlap",
-                f"{overlap}: sampling events of one request share draws, coupling tokens",
-            )
-        )
+    reuse, overlap = shared_draws(trace)
+    suspects = sharing_suspects(reuse, overlap)
     accepts = any(
         event.kind == "accept" for step in trace.steps for row in step.rows for event in row.events
     )
@@ -307,44 +292,3 @@ def _temperatures(label: str) -> list[float]:
         return [float(inside)]
     except ValueError:
         return []
-
-
-def _shared_draws(trace: RunTrace) -> tuple[str, str]:
-    """Evidence of shared draws between events of one request: (accept reads a draft's draws
-    exactly, any other overlap); empty strings when none."""
-    ranges: dict[str, list[tuple[int, int, int, int, str, int]]] = {}
-    for step in trace.steps:
-        for row in step.rows:
-            if row.discarded or row.phase != "scenario":
-                continue
-            for event in row.events:
-                if event.draws <= 0:
-                    continue
-                ranges.setdefault(row.request_id, []).append(
-                    (
-                        event.seed,
-                        event.subsequence,
-                        event.offset,
-                        event.offset + event.draws,
-                        f"{event.kind}[{event.index}]",
-                        row.decoding_iter,
-                    )
-                )
-    reuse = overlap = ""
-    for request, items in ranges.items():
-        items.sort()
-        for a, b in itertools.pairwise(items):
-            if a[:2] != b[:2] or b[2] >= a[3]:
-                continue
-            kinds = {a[4].split("[")[0], b[4].split("[")[0]}
-            text = (
-                f"{request}: {a[4]} at iteration {a[5]} and {b[4]} at iteration {b[5]} both "
-                f"read offset {b[2]}"
-            )
-            if kinds == {"accept", "draft"} and a[2] == b[2]:
-                reuse = reuse or text
-            else:
-                overlap = overlap or text
-        if reuse and overlap:
-            break
-    return reuse, overlap

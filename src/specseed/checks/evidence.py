@@ -5,10 +5,11 @@ Shared by every check family, so that all findings show divergences the same way
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specseed.checks.findings import Attribution, EventState, StreamSide, TokenDiff
+from specseed.checks.findings import Attribution, EventState, StreamSide, Suspect, TokenDiff
 from specseed.core.contracts import RngContract
 from specseed.core.wording import noun_for
 from specseed.traces.records import RowRecord, RunTrace, SamplingEvent
@@ -286,3 +287,66 @@ def unrecorded_reason(trace: RunTrace, requests: list[str]) -> str:
         f"{trace.name}: no sampling event was recorded for sampled "
         f"{noun_for(len(requests), 'request')} {shown}"
     )
+
+
+def shared_draws(trace: RunTrace) -> tuple[str, str]:
+    """Evidence of shared draws between events of one request, across its steps: (an accept
+    test that starts on a draft's draws, any other overlap); empty strings when none."""
+    ranges: dict[str, list[tuple[int, int, int, int, str, int]]] = {}
+    for step in trace.steps:
+        for row in step.rows:
+            if row.discarded or row.phase != "scenario":
+                continue
+            for event in row.events:
+                if event.draws <= 0:
+                    continue
+                ranges.setdefault(row.request_id, []).append(
+                    (
+                        event.seed,
+                        event.subsequence,
+                        event.offset,
+                        event.offset + event.draws,
+                        f"{event.kind}[{event.index}]",
+                        row.decoding_iter,
+                    )
+                )
+    reuse = overlap = ""
+    for request, items in ranges.items():
+        items.sort()
+        for a, b in itertools.pairwise(items):
+            if a[:2] != b[:2] or b[2] >= a[3]:
+                continue
+            kinds = {a[4].split("[")[0], b[4].split("[")[0]}
+            text = (
+                f"{request}: {a[4]} at iteration {a[5]} and {b[4]} at iteration {b[5]} both "
+                f"read offset {b[2]}"
+            )
+            if kinds == {"accept", "draft"} and a[2] == b[2]:
+                reuse = reuse or text
+            else:
+                overlap = overlap or text
+        if reuse and overlap:
+            break
+    return reuse, overlap
+
+
+def sharing_suspects(reuse: str, overlap: str) -> list[Suspect]:
+    """The suspects ``shared_draws``' evidence names: a biased or coupled output explained by
+    draws its events shared."""
+    suspects = []
+    if reuse:
+        suspects.append(
+            Suspect(
+                "accept-reuses-draft-draw",
+                f"{reuse}: the accept test's uniform is the number that drew the draft it "
+                "tests, so acceptance depends on which draft was drawn",
+            )
+        )
+    if overlap:
+        suspects.append(
+            Suspect(
+                "draw-overlap",
+                f"{overlap}: sampling events of one request share draws, coupling tokens",
+            )
+        )
+    return suspects
