@@ -32,22 +32,28 @@ from pathlib import Path
 from typing import Any
 
 
-def audit(checkpoint: Path, scenarios: list[str], observe: bool) -> dict[str, float]:
-    from specseed.engine_adapters.vllm.engine import VllmEngine
-    from specseed.plan.planning import base_settings, plan_audit
-    from specseed.run.execute import run_audit
+def _config(checkpoint: Path, scenarios: list[str], **options: Any) -> Any:
+    """The audit's configuration: vLLM on the checkpoint, the vLLM contract."""
     from specseed.scenarios.schema import AuditConfig, EngineConfig
 
-    config = AuditConfig(
+    return AuditConfig(
         engine=EngineConfig(
             name="vllm",
             checkpoint=checkpoint / "target",
             draft_checkpoint=checkpoint / "draft",
             contract="vllm-generators",
-            options={"observe_rng": observe},
+            options=options,
         ),
         scenarios=scenarios,
     )
+
+
+def audit(checkpoint: Path, scenarios: list[str], observe: bool) -> dict[str, float]:
+    from specseed.engine_adapters.vllm.engine import VllmEngine
+    from specseed.plan.planning import base_settings, plan_audit
+    from specseed.run.execute import run_audit
+
+    config = _config(checkpoint, scenarios, observe_rng=observe)
     planned = plan_audit(config, checkpoint)
     engine = VllmEngine(base_settings(config, checkpoint))
     started = time.perf_counter()
@@ -78,26 +84,17 @@ def bare(checkpoint: Path, scenarios: list[str]) -> dict[str, float]:
     import gc
 
     import vllm
-    from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
-    from vllm.sampling_params import RequestOutputKind
 
     from specseed.engine_adapters.base import warmup_requests
     from specseed.engine_adapters.vllm.engine import VllmEngine
     from specseed.plan.planning import base_settings, plan_audit
-    from specseed.scenarios.schema import AuditConfig, EngineConfig
 
-    config = AuditConfig(
-        engine=EngineConfig(
-            name="vllm",
-            checkpoint=checkpoint / "target",
-            draft_checkpoint=checkpoint / "draft",
-            contract="vllm-generators",
-        ),
-        scenarios=scenarios,
-    )
+    config = _config(checkpoint, scenarios)
     planned = plan_audit(config, checkpoint)
-    adapter = VllmEngine(base_settings(config, checkpoint))  # kwargs and prompt ids only
+    # The adapter only for what makes the requests the same: engine kwargs, prompt ids and
+    # sampling parameters; it starts no engine here.
+    adapter = VllmEngine(base_settings(config, checkpoint))
     llm: Any = None
     key: object = None
     start_seconds: list[float] = []
@@ -139,16 +136,7 @@ def bare(checkpoint: Path, scenarios: list[str]) -> dict[str, float]:
                                 core.add_request(
                                     f"bare{requests}:{r.request_id}",
                                     TokensPrompt(prompt_token_ids=list(adapter.encode(r.prompt))),
-                                    SamplingParams(
-                                        temperature=r.temperature,
-                                        top_k=r.top_k if r.top_k > 0 else 0,
-                                        top_p=r.top_p,
-                                        seed=r.seed,
-                                        max_tokens=r.max_tokens,
-                                        ignore_eos=True,
-                                        detokenize=False,
-                                        output_kind=RequestOutputKind.FINAL_ONLY,
-                                    ),
+                                    adapter._sampling_params(r),
                                 )
                             if not core.has_unfinished_requests():
                                 step = pending[0].arrival_step

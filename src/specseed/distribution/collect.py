@@ -103,7 +103,7 @@ def _group(
     setup = members[0].setup
     rows = [s.tokens[:length] for s in members]
     oracle_error = float(getattr(oracle, "logits_error", 0.0))
-    vocab = max(1, int(getattr(oracle, "vocab_size", 1)))
+    vocab = max(1, oracle.vocab_size)
     chunk = max(1, CHUNK_BYTES // (length * vocab * 8))
     candidates = prefix_candidates(rows, length)
     # The prefix tests read one request's distribution at one position: from the chunk that
