@@ -26,7 +26,8 @@ from specseed.engine_adapters.checkpoints import CheckpointBundle
 from specseed.plan.planning import plan_audit
 from specseed.run.execute import run_audit
 from specseed.run.results import AuditResult
-from specseed.scenarios.schema import AuditConfig, EngineConfig
+from specseed.scenarios.schema import AuditConfig
+from tests.engine_adapters.vllm.common import vllm_engine
 
 pytestmark = pytest.mark.vllm
 
@@ -34,12 +35,7 @@ pytestmark = pytest.mark.vllm
 @pytest.fixture(scope="module")
 def audit(engine, checkpoint: CheckpointBundle) -> AuditResult:  # type: ignore[no-untyped-def]
     config = AuditConfig(
-        engine=EngineConfig(
-            name="vllm",
-            checkpoint=checkpoint.target,
-            draft_checkpoint=checkpoint.draft,
-            contract="vllm-generators",
-        ),
+        engine=vllm_engine(checkpoint),
         scenarios=["builtin"],
     )
     planned = plan_audit(config, checkpoint.root)

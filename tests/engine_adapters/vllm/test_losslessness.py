@@ -10,7 +10,8 @@ import pytest
 from specseed.engine_adapters.checkpoints import CheckpointBundle
 from specseed.plan.planning import plan_audit
 from specseed.run.execute import run_audit
-from specseed.scenarios.schema import AuditConfig, EngineConfig
+from specseed.scenarios.schema import AuditConfig
+from tests.engine_adapters.vllm.common import vllm_engine
 
 pytestmark = pytest.mark.vllm
 
@@ -19,12 +20,7 @@ def test_losslessness_on_vllm_compares_eagle3_with_plain_decoding(  # type: igno
     engine, checkpoint: CheckpointBundle
 ) -> None:
     config = AuditConfig(
-        engine=EngineConfig(
-            name="vllm",
-            checkpoint=checkpoint.target,
-            draft_checkpoint=checkpoint.draft,
-            contract="vllm-generators",
-        ),
+        engine=vllm_engine(checkpoint),
         scenarios=["losslessness"],
         checks={"skip": ["distribution"]},  # type: ignore[arg-type]
     )

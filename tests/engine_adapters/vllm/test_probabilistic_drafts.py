@@ -16,7 +16,8 @@ import pytest
 from specseed.engine_adapters.checkpoints import CheckpointBundle
 from specseed.plan.planning import plan_audit
 from specseed.run.execute import run_audit
-from specseed.scenarios.schema import AuditConfig, EngineConfig
+from specseed.scenarios.schema import AuditConfig
+from tests.engine_adapters.vllm.common import vllm_engine
 
 pytestmark = pytest.mark.vllm
 
@@ -39,13 +40,7 @@ def test_rng_contract_fails_on_draft_draws_from_the_global_generator(
 ) -> None:
     (tmp_path / "probabilistic.yaml").write_text(SCENARIO, encoding="utf-8")
     config = AuditConfig(
-        engine=EngineConfig(
-            name="vllm",
-            checkpoint=checkpoint.target,
-            draft_checkpoint=checkpoint.draft,
-            contract="vllm-generators",
-            options={"draft_sample_method": "probabilistic"},
-        ),
+        engine=vllm_engine(checkpoint, draft_sample_method="probabilistic"),
         scenarios=["probabilistic.yaml"],
     )
     result = run_audit(
