@@ -1,7 +1,7 @@
 """The default audit (``specseed audit``, built-in library): wall time and time split, side by side.
 
     python benchmarks/bench_default_audit.py [--repeats 5] [--baseline main]
-        [--kernels broadcast,blocked] [--jobs 2]
+        [--kernels broadcast,blocked] [--jobs 2,auto]
 
 A variant is a source tree and a kernel (``SPECSEED_LINEAR``, see
 engine_adapters/reference/numerics.py): the worktree's ``src`` under each of ``--kernels``
@@ -23,8 +23,11 @@ model build count, as they do for a user) and the variants are measured alternat
 3. the tiny target's forward alone on one torch thread (as the engine runs it): CPU seconds
    (``time.thread_time``, which a busy machine disturbs less than wall time) of a prefill of
    8 x 20 tokens and 6 decode steps of 8 x 4;
-4. with ``--jobs N``: ``specseed audit --jobs N`` of the last variant, in the same
-   alternating rounds, wall time only (the audit caps N at the CPUs it may use).
+4. with ``--jobs N,auto``: ``specseed audit --jobs N`` (and ``--jobs auto``, what a plain
+   ``specseed audit`` does) of the last variant, in the same alternating rounds, wall time
+   only (the audit caps N at the CPUs it may use; run under ``taskset -c 0-3`` to give it 4).
+
+The serial variants run with ``--jobs 1``.
 
 Nothing is asserted. The load average (``os.getloadavg``) is printed with each figure: on a
 shared machine read the ratios, not the seconds. benchmarks/compare_bundle_streams.py checks
@@ -58,8 +61,9 @@ class Variant:
     label: str
     src: Path
     kernel: str
-    jobs: int = 1
-    """Above 1: ``--jobs N``, timed as a whole (its workers' parts are not split)."""
+    jobs: str = "1"
+    """Other than 1: ``--jobs N`` or ``auto``, timed as a whole (its workers' parts are not
+    split)."""
 
 
 def _load() -> str:
@@ -139,7 +143,7 @@ def split_child() -> None:
             spec, func=timed_check(f"check: {check_id}", spec.func)
         )
     with contextlib.suppress(SystemExit):  # exit 1 (a finding) is a normal outcome here
-        app(["audit", "--no-progress"], standalone_mode=False)
+        app(["audit", "--no-progress", "--jobs", "1"], standalone_mode=False)
     total = time.perf_counter() - started
     split.seconds["planning, reports, I/O"] = total - sum(split.seconds.values())
     print("SPLIT " + json.dumps(split.seconds))
@@ -171,7 +175,10 @@ def forward_child() -> None:
 
 
 def _child(args: list[str], variant: Variant) -> tuple[float, str]:
-    env = {**os.environ, "SPECSEED_LINEAR": variant.kernel, "PYTHONPATH": str(variant.src)}
+    # The variant's sources first; the rest of PYTHONPATH (where a machine keeps packages it
+    # could not install) after them.
+    path = os.pathsep.join(p for p in (str(variant.src), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "SPECSEED_LINEAR": variant.kernel, "PYTHONPATH": path}
     started = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
@@ -219,7 +226,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--kernels", default="broadcast,blocked")
     parser.add_argument("--baseline", default="", help="a git ref to measure against, e.g. main")
-    parser.add_argument("--jobs", default="", help="e.g. 2: --jobs N of the last variant too")
+    parser.add_argument(
+        "--jobs", default="", help="e.g. 2,auto: --jobs N (and auto) of the last variant too"
+    )
     parser.add_argument("--split-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--forward-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -237,15 +246,15 @@ def main() -> None:
             variants += [Variant(f"{args.baseline}:{k}", base_src, k) for k in kernels]
         variants += [Variant(f"tree:{k}" if args.baseline else k, ROOT / "src", k) for k in kernels]
         last = variants[-1]
-        for n in (int(j) for j in args.jobs.split(",") if j and int(j) > 1):
+        for n in (j.strip() for j in args.jobs.split(",") if j.strip() not in ("", "1")):
             variants.append(dataclasses.replace(last, label=f"{last.label} -j{n}", jobs=n))
         report(variants, args)
 
 
 def _measure(variant: Variant) -> dict[str, Any]:
     """One fresh audit process: its wall time, and for a serial audit its split and RSS."""
-    if variant.jobs > 1:
-        audit = ["-m", "specseed", "audit", "--no-progress", "--jobs", str(variant.jobs)]
+    if variant.jobs != "1":
+        audit = ["-m", "specseed", "audit", "--no-progress", "--jobs", variant.jobs]
         return {"wall": _child(audit, variant)[0]}
     wall, out = _child([__file__, "--split-child"], variant)
     return {
@@ -259,7 +268,7 @@ def report(variants: list[Variant], args: argparse.Namespace) -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}")
     print(f"default audit, {args.repeats} alternating runs per variant ({_load()} at start)")
     runs = alternate(variants, args.repeats, _measure)
-    serial = [v for v in variants if v.jobs == 1]
+    serial = [v for v in variants if v.jobs == "1"]
     labels = [v.label for v in variants]
     width = max(11, *(len(label) + 1 for label in labels))
     print(f"{'variant':<{width}} {'median':>8} {'min':>7} {'max':>7} {'peak RSS':>10}  ({_load()})")

@@ -61,10 +61,31 @@ def test_bad_shard_flag_exits_2() -> None:
     assert "Traceback" not in result.output
 
 
-def test_jobs_below_one_exits_2() -> None:
-    result = CliRunner().invoke(app, ["audit", "--jobs", "0"])
+@pytest.mark.parametrize("given", ["0", "-2", "many", "1.5"])
+def test_jobs_that_are_no_count_exit_2(given: str) -> None:
+    result = CliRunner().invoke(app, ["audit", "--jobs", given])
     assert result.exit_code == 2, result.output
-    assert "--jobs 0" in result.output
+    assert f"--jobs {given}" in result.output and "auto" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_auto_jobs_are_one_per_cpu_for_the_reference_engine_on_the_cpu_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from specseed.run import parallel
+    from specseed.run.parallel import parse_jobs, resolve_jobs
+
+    monkeypatch.setattr(parallel, "_cpu_count", lambda: 4)
+    assert parse_jobs("auto") == parse_jobs(" AUTO ") == "auto" and parse_jobs("3") == 3
+    reference = AuditConfig()
+    assert resolve_jobs("auto", reference, 12) == 4
+    assert resolve_jobs("auto", reference, 2) == 2  # never more workers than scenarios
+    assert resolve_jobs(3, reference, 12) == 3
+    on_gpu = AuditConfig.model_validate({"engine": {"name": "reference", "device": "cuda"}})
+    served = AuditConfig.model_validate(
+        {"engine": {"name": "openai", "options": {"base_url": "http://127.0.0.1:9"}}}
+    )
+    assert resolve_jobs("auto", on_gpu, 12) == resolve_jobs("auto", served, 12) == 1
 
 
 def test_shard_flag_runs_its_share(tmp_path: Path) -> None:
@@ -177,26 +198,30 @@ import os
 import signal
 import sys
 
-# Only in --jobs workers (spawned with --multiprocessing-fork): when specseed.run.parallel is
-# imported, wrap its _serve so that the worker SIGKILLs itself on its first scenario, as the
-# OOM killer would.
-if "--multiprocessing-fork" in sys.argv:
+# When specseed.run.parallel is imported, replace its _serve (which only --jobs workers call)
+# by one that SIGKILLs the worker on its first scenario, as the OOM killer would. The
+# replacement keeps the original's name, so the parent still pickles the task by reference.
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name != "specseed.run.parallel":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        original = spec.loader.exec_module
 
-    class _Finder(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name != "specseed.run.parallel":
-                return None
-            spec = importlib.machinery.PathFinder.find_spec(name, path)
-            original = spec.loader.exec_module
+        def exec_module(module):
+            original(module)
 
-            def exec_module(module):
-                original(module)
-                module._serve = lambda task: os.kill(os.getpid(), signal.SIGKILL)
+            def _serve(task):
+                os.kill(os.getpid(), signal.SIGKILL)
 
-            spec.loader.exec_module = exec_module
-            return spec
+            _serve.__module__, _serve.__qualname__ = module.__name__, "_serve"
+            module._serve = _serve
 
-    sys.meta_path.insert(0, _Finder())
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _Finder())
 """
 
 
@@ -234,3 +259,53 @@ def test_a_killed_worker_is_exit_3_naming_the_scenario(tmp_path: Path) -> None:
     assert "distinct-seeds" in done.stderr or "uptime" in done.stderr
     assert "Traceback" not in done.stderr
     assert _processes_with(marker) == []  # no worker outlives the audit
+
+
+def test_a_later_audit_in_another_folder_writes_its_traces_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers fork from a server the first pool started; a later audit from another working
+    directory still gets its relative trace folder in that directory."""
+    from specseed.run import parallel
+
+    monkeypatch.setattr(parallel, "_cpu_count", lambda: 2)
+    config = AuditConfig()
+    planned = [
+        p for p in plan_audit(config, Path.cwd()) if p.scenario.name in ("distinct-seeds", "uptime")
+    ]
+    for folder in ("first", "second"):
+        (tmp_path / folder).mkdir()
+        monkeypatch.chdir(tmp_path / folder)
+        parallel.run_audit_jobs(config, planned, Path.cwd(), jobs=2, trace_dir=Path("traces"))
+        written = sorted(p.name for p in (tmp_path / folder / "traces").rglob("*.jsonl*"))
+        assert len(written) == sum(len(p.plans) for p in planned), written
+
+
+def _report_worker_state(variable: str) -> tuple[str, str | None]:
+    os.write(2, b"worker line on descriptor 2\n")
+    return os.getcwd(), os.environ.get(variable)
+
+
+def test_workers_take_the_cwd_environment_and_stderr_of_the_pool_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker start-up state of run_audit_jobs, through the real start method: each pool's
+    workers see the directory, variables and descriptor 2 of the moment that pool started,
+    not those of the forkserver the first pool started (an earlier audit's engine log)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from specseed.audit.engine_log import capture_engine_log
+    from specseed.run import parallel
+
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        monkeypatch.chdir(tmp_path / name)
+        monkeypatch.setenv("SPECSEED_TEST_POOL", name)
+        with capture_engine_log(tmp_path / f"{name}.log"):
+            state = parallel._ParentState(dict(os.environ))
+            with ProcessPoolExecutor(
+                1, mp_context=parallel._context(), initializer=state.apply
+            ) as pool:
+                cwd, value = pool.submit(_report_worker_state, "SPECSEED_TEST_POOL").result()
+        assert (cwd, value) == (str(tmp_path / name), name)
+        assert "worker line on descriptor 2" in (tmp_path / f"{name}.log").read_text()

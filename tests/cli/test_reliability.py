@@ -97,8 +97,10 @@ def test_signal_keeps_the_evidence_and_reports_what_finished(
     tmp_path: Path, sig: signal.Signals, code: int
 ) -> None:
     traces, report, junit = tmp_path / "traces", tmp_path / "r.json", tmp_path / "j.xml"
+    # One process, so distinct-seeds has finished when slow starts (test_signal_with_jobs_...
+    # covers the workers).
     proc = specseed(
-        str(slow_model(tmp_path)),
+        str(slow_model(tmp_path)), "--jobs", "1",
         "--trace-dir", str(traces), "--json", str(report), "--junit", str(junit),
     )  # fmt: skip
     wait_for_lines(traces / "slow" / "first.jsonl", 3, proc)

@@ -6,9 +6,11 @@
 # pyproject.toml of the checkout), whl/*.whl (pydantic, pydantic-core, annotated-types,
 # typing-inspection, typing-extensions: cp312), apache_tvm_ffi-*.whl, flashinfer074_trim.tgz
 # and flashinfer_python-0.6.4-py3-none-any.whl, as tools/groundtruth/make_device_bundle.sh
-# makes them. STEPS selects a subset of "jit tests audits cudatests bench oracle" (default:
-# all but oracle). BENCH_ARGS go to bench_flashinfer.py (default --engine), ORACLE_ARGS to
-# benchmarks/bench_oracle.py (the oracle's tokens/s per model size, run last, alone).
+# makes them. STEPS selects a subset of "jit tests audits cudatests bench oracle jobs"
+# (default: all but oracle and jobs). BENCH_ARGS go to bench_flashinfer.py (default --engine),
+# ORACLE_ARGS to benchmarks/bench_oracle.py (the oracle's tokens/s per model size, run last,
+# alone). "jobs" runs benchmarks/bench_default_audit.py (the default audit on the CPU, serial
+# against --jobs 2 and auto) on 4 and on 2 of the machine's CPUs (taskset), JOBS_ARGS added.
 set -u
 DEV=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/gpu-out}
@@ -108,6 +110,17 @@ if [[ " $STEPS " == *" oracle "* ]]; then
       python3 benchmarks/bench_oracle.py ${ORACLE_ARGS-}
     stamp "oracle exit $?"
   } >"$OUT/oracle.log" 2>&1
+fi
+if [[ " $STEPS " == *" jobs "* ]]; then
+  for cpus in 0-3 0-1; do
+    {
+      stamp "default audit on CPUs $cpus"
+      cd "$DEV/repo" && timeout "${JOBS_TIMEOUT:-400}" env PYTHONPATH=/tmp/site:$DEV/repo/src \
+        taskset -c "$cpus" python3 benchmarks/bench_default_audit.py --kernels blocked \
+        --jobs 2,auto ${JOBS_ARGS-}
+      stamp "default audit exit $?"
+    } >"$OUT/jobs-cpus$cpus.log" 2>&1
+  done
 fi
 stamp all done
 for f in "$OUT"/*.log; do echo "== $f"; tail -n 25 "$f"; done

@@ -156,7 +156,7 @@ class Audit:
         self._bundle_reporter: list[Reporter] = []
         self._out: Console | None = None
         self._err: Console | None = None
-        if adapter is not None and self.outputs.jobs > 1:
+        if adapter is not None and self.outputs.jobs not in (1, "auto"):
             raise InputError(
                 "an engine built by the caller serves one process",
                 hint="give jobs=1, or no adapter",
@@ -437,15 +437,15 @@ class Audit:
                 trace_writer=trace_writer,
                 lock_trace_dir=False,
             )
-        from specseed.run.parallel import run_audit_jobs
+        from specseed.run.parallel import resolve_jobs, run_audit_jobs
 
-        jobs = self.outputs.jobs
+        jobs = resolve_jobs(self.outputs.jobs, self.config, len(planned))
         return run_audit_jobs(
             self.config,
             planned,
             self.base_dir,
             jobs=jobs,
-            # Workers (jobs > 1) write under the folder; one process through the bundle.
+            # The parent holds the folder's lock while workers (jobs > 1) write into it.
             trace_dir=self.outputs.bundle if jobs > 1 else None,
             on_event=self._emit,
             command=self.outputs.command,

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from specseed.core.errors import InputError, OutputError
 from specseed.core.secrets import SafeConsole, scrub_text
@@ -45,8 +46,10 @@ class AuditOutputs:
     """Only these scenarios, by name (empty: all the plan holds)."""
     shard: tuple[int, int] | None = None
     """``(i, n)``: only shard i of n (``run.parallel.shard``)."""
-    jobs: int = 1
-    """Worker processes, each with its own engine."""
+    jobs: int | Literal["auto"] = 1
+    """Worker processes, each with its own engine; ``"auto"``: one per usable CPU for the
+    built-in reference engine on the CPU, one process for any other engine
+    (``run.parallel.auto_jobs``)."""
     force: bool = False
     """Replace an earlier bundle in ``bundle`` (its files only); refused without it."""
     engine_log: Path | None = None
@@ -57,8 +60,11 @@ class AuditOutputs:
     manifest."""
 
     def __post_init__(self) -> None:
-        if self.jobs < 1:
-            raise InputError(f"--jobs {self.jobs}: give 1 or more worker processes")
+        if self.jobs != "auto" and (not isinstance(self.jobs, int) or self.jobs < 1):
+            raise InputError(
+                f"--jobs {self.jobs}: give 1 or more worker processes, or auto",
+                hint="for example --jobs 4; auto (the default) picks one per CPU",
+            )
 
     @property
     def command(self) -> str:

@@ -238,7 +238,8 @@ def finding_from_dict(d: Mapping[str, Any]) -> Finding:
 
 
 class _ScrubbingTraceWriter(TraceWriter):
-    """A trace writer that removes secrets from the header (engine options may hold keys)."""
+    """A trace writer that removes secrets from the header by name too (engine options may
+    hold keys); every writer already scrubs each line of held values and URL credentials."""
 
     def header(self, header: RunHeader) -> None:
         super().header(
@@ -248,6 +249,16 @@ class _ScrubbingTraceWriter(TraceWriter):
                 environment=scrub(header.environment),
             )
         )
+
+
+@dataclass(frozen=True)
+class BundleTraces:
+    """``(scenario, run) -> TraceWriter`` for the runs' traces in a bundle at ``root``."""
+
+    root: Path
+
+    def __call__(self, scenario: str, run: str) -> TraceWriter:
+        return _ScrubbingTraceWriter(self.root / scenario / f"{run}.jsonl")
 
 
 def scenario_text(loaded: LoadedScenario, base_dir: Path) -> str:
@@ -395,8 +406,10 @@ class BundleWriter:
         self._environment = host_environment()
         write_atomic(self.root / ENVIRONMENT, _json(self._environment))
 
-    def trace_writer(self, scenario: str, run: str) -> TraceWriter:
-        return _ScrubbingTraceWriter(self.root / scenario / f"{run}.jsonl")
+    @property
+    def trace_writer(self) -> BundleTraces:
+        """Opens each run's trace file in the bundle (picklable: ``--jobs`` workers use it)."""
+        return BundleTraces(self.root)
 
     def _add_environment(self, engine_env: Mapping[str, str]) -> None:
         # Again now that the engine has loaded (torch imported: CUDA and GPU are known).

@@ -113,14 +113,18 @@ def audit(
         ),
     ] = False,
     jobs: Annotated[
-        int,
+        str,
         typer.Option(
             "--jobs",
             "-j",
-            help="Run independent scenarios in N worker processes (each loads its own engine).",
-            metavar="N",
+            help=(
+                "Run independent scenarios in N worker processes (each loads its own engine). "
+                "auto: one per CPU for the built-in reference engine on the CPU, one process "
+                "for any other engine."
+            ),
+            metavar="N|auto",
         ),
-    ] = 1,
+    ] = "auto",
     shard_spec: Annotated[
         str | None,
         typer.Option(
@@ -142,7 +146,7 @@ def audit(
     from specseed.audit.audit import Audit
     from specseed.audit.outputs import AuditOutputs
     from specseed.cli.interrupts import InterruptGuard
-    from specseed.run.parallel import parse_shard
+    from specseed.run.parallel import parse_jobs, parse_shard
 
     with error_boundary(runs_engine=True):
         check_model_yaml_argument(model_yaml)
@@ -159,7 +163,7 @@ def audit(
             summary=summary,
             scenarios=tuple(scenario or ()),
             shard=parse_shard(shard_spec) if shard_spec is not None else None,
-            jobs=jobs,
+            jobs=parse_jobs(jobs),
             force=force,
             argv=tuple(sys.argv[1:]) or ("audit",),
         )

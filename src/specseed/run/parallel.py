@@ -5,10 +5,18 @@ dealt round-robin, so shard ``i`` of ``n`` gets the names at sorted positions ``
 ``i - 1 + n``, ...; every scenario lands in exactly one shard whatever the order model.yaml
 lists them in, and shards differ in size by at most one.
 
-Jobs run independent scenarios in worker processes (``spawn``: each loads its own engine, so
-memory grows by one engine per job). Every run already starts on fresh engine state, so the
-findings are those of a serial audit; results are put back in the planned order. The parent
-holds the ``--trace-dir`` lock; workers write their runs' traces into it.
+Jobs run independent scenarios in worker processes, each with its own engine (memory grows
+by one engine per job). Every run already starts on fresh engine state, so the findings are
+those of a serial audit; results are put back in the planned order. The parent holds the
+``--trace-dir`` lock; workers write their runs' traces into it.
+
+Workers start from a ``forkserver`` that has imported torch and the engine modules once
+(:data:`PRELOAD`), so a worker is ready in milliseconds instead of paying the imports again
+(about a second each on a 2-core machine, which made ``--jobs 2`` slower than serial there);
+the forkserver itself never runs torch, so no OpenMP pool is forked. Where there is no
+forkserver (not POSIX) workers are spawned. Scenarios are handed out largest first (by the
+tokens their runs ask for, :func:`scenario_cost`), so the longest one does not start last and
+leave the other workers idle.
 
 Workers live in a ``concurrent.futures.ProcessPoolExecutor`` rather than a
 ``multiprocessing.Pool``: a worker that dies without a word (SIGKILL from the OOM killer)
@@ -19,6 +27,7 @@ with ``EngineError`` (exit 3) naming the scenarios that were in flight.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import multiprocessing
 import os
@@ -27,8 +36,10 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from multiprocessing import reduction
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from specseed.core.errors import AuditInterrupted, EngineError, InputError, ScenarioError
 from specseed.engine_adapters.base import EngineAdapter, EngineSettings
@@ -62,11 +73,102 @@ def parse_shard(text: str) -> tuple[int, int]:
     return i, n
 
 
+def parse_jobs(text: str) -> int | Literal["auto"]:
+    """``--jobs``: ``"auto"`` or a whole number >= 1 (``InputError`` otherwise)."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise InputError(
+            f"--jobs {text}: give 1 or more worker processes, or auto",
+            hint="for example --jobs 4; auto (the default) picks one per CPU",
+        )
+    return jobs
+
+
 def shard(planned: Sequence[PlannedScenario], index: int, count: int) -> list[PlannedScenario]:
     """The scenarios of shard ``index`` (1-based) of ``count``, in planned order."""
     names = sorted(p.scenario.name for p in planned)
     mine = {name for position, name in enumerate(names) if position % count == index - 1}
     return [p for p in planned if p.scenario.name in mine]
+
+
+PRELOAD = (
+    "torch",
+    "specseed.run.execute",
+    "specseed.engine_adapters.reference.engine",
+    "specseed.distribution.collect",
+)
+"""Modules the forkserver imports once for every worker it forks."""
+
+
+def scenario_cost(item: PlannedScenario) -> int:
+    """Tokens a scenario's runs ask for (warmup, prior traffic and scenario requests): the
+    order of handing scenarios to workers, largest first."""
+    from specseed.engine_adapters.base import warmup_requests
+
+    return sum(
+        request.max_tokens
+        for plan in item.plans
+        for request in (*warmup_requests(plan), *plan.prior_traffic, *plan.requests)
+    )
+
+
+_AT_EXIT: list[Callable[[], None]] = []
+"""What this process registered with ``atexit`` (once each)."""
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(list(PRELOAD))
+        if _stop_forkserver not in _AT_EXIT:
+            _AT_EXIT.append(_stop_forkserver)
+            atexit.register(_stop_forkserver)
+        return context
+    return multiprocessing.get_context("spawn")
+
+
+def _stop_forkserver() -> None:
+    """At exit: stop the forkserver and multiprocessing's resource tracker, and wait for
+    them. Left alone they notice the parent's end only a moment later, outliving the audit.
+    multiprocessing's own exit work (finalizers that unlink the pools' semaphores) runs
+    first, as it would have before them. The three are private; a Python without them
+    leaves the servers as they were."""
+    from multiprocessing import forkserver, resource_tracker, util
+
+    steps = (
+        getattr(util, "_exit_function", None),
+        getattr(getattr(forkserver, "_forkserver", None), "_stop", None),
+        getattr(getattr(resource_tracker, "_resource_tracker", None), "_stop", None),
+    )
+    for step in steps:
+        if step is not None:
+            with contextlib.suppress(Exception):
+                step()
+
+
+AUTO_ENGINES = frozenset({"reference"})
+"""Engines ``--jobs auto`` runs in one worker per CPU (on the CPU only): small enough that
+each worker can load its own copy. Any other engine (a vLLM model, a GPU) stays in one
+process unless ``--jobs N`` asks otherwise."""
+
+
+def resolve_jobs(jobs: int | str, config: AuditConfig, scenarios: int) -> int:
+    """``--jobs`` as a number: ``auto`` is one worker per usable CPU (at most one per
+    scenario) for the engines of :data:`AUTO_ENGINES` on the CPU, else 1.
+
+    Measured (benchmarks/bench_default_audit.py, the built-in library, 2-core x86_64): two
+    workers take the default audit from about 11 s to about 8 s; the longest scenario
+    (about 3 s) bounds what more CPUs can give."""
+    if jobs != "auto":
+        return int(jobs)
+    if config.engine.name not in AUTO_ENGINES or config.engine.device != "cpu":
+        return 1
+    return max(1, min(_cpu_count(), scenarios))
 
 
 def _cpu_count() -> int:
@@ -92,7 +194,43 @@ def _raise_interrupt(signum: int, _frame: object) -> None:
     # shutdown end this process.
 
 
-def _init_worker(config: AuditConfig, settings: EngineSettings, trace_dir: Path | None) -> None:
+@dataclass(frozen=True)
+class _ParentState:
+    """What a worker takes from the parent at the moment its pool starts, whichever process
+    forked it: a forkserver started by an earlier audit of this process holds that audit's
+    environment and descriptor 2 (its engine log, see ``audit.engine_log``). The working
+    directory and ``sys.path`` travel with multiprocessing's own start-up data. Module-level
+    values read at import (``SPECSEED_LINEAR``) are the forkserver's."""
+
+    environ: dict[str, str]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Called while the pool starts a worker: DupFd hands the worker a copy of this
+        # process's descriptor 2 (through the forkserver, or inherited when spawned).
+        return (_ParentState._rebuild, (self.environ, reduction.DupFd(2)))
+
+    @staticmethod
+    def _rebuild(environ: dict[str, str], stderr: Any) -> _ParentState:
+        fd = stderr.detach()
+        if fd != 2:
+            os.dup2(fd, 2)
+            os.close(fd)
+        return _ParentState(environ)
+
+    def apply(self) -> None:
+        os.environ.clear()
+        os.environ.update(self.environ)
+
+
+def _init_worker(
+    config: AuditConfig,
+    settings: EngineSettings,
+    trace_dir: Path | None,
+    trace_writer: Callable[[str, str], TraceWriter] | None,
+    parent: _ParentState,
+    events: Any,
+) -> None:
+    parent.apply()
     # Ctrl-C reaches the whole process group: the parent decides, and stops workers with
     # SIGTERM, which ends the current run's trace with an Interrupted failure.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -102,7 +240,13 @@ def _init_worker(config: AuditConfig, settings: EngineSettings, trace_dir: Path 
     import torch
 
     torch.set_num_threads(1)
-    _worker.update(config=config, settings=settings, trace_dir=trace_dir)
+    _worker.update(
+        config=config,
+        settings=settings,
+        trace_dir=trace_dir,
+        trace_writer=trace_writer,
+        events=events,
+    )
 
 
 def _engine() -> EngineAdapter:
@@ -126,7 +270,14 @@ def _serve(task: tuple[int, PlannedScenario]) -> tuple[int, ScenarioResult, dict
     _worker["serving"] = True
     try:
         engine = _engine()
-        result = serve_scenario(engine, item, _worker["config"], folder, lambda _event: None)
+        result = serve_scenario(
+            engine,
+            item,
+            _worker["config"],
+            folder,
+            _send_run_event,
+            trace_writer=_worker["trace_writer"],
+        )
     except KeyboardInterrupt:
         # The parent stopped the audit; serve_scenario already ended the current trace.
         # SystemExit leaves the worker without a traceback.
@@ -134,6 +285,13 @@ def _serve(task: tuple[int, PlannedScenario]) -> tuple[int, ScenarioResult, dict
     finally:
         _worker["serving"] = False
     return index, result, engine.environment()
+
+
+def _send_run_event(event: object) -> None:
+    """A run's start and end, to the parent's progress as they happen (the scenario's
+    result comes back with the task)."""
+    if isinstance(event, (RunStarted, RunFinished)):
+        _worker["events"].put(event)
 
 
 def _stop_workers(executor: ProcessPoolExecutor) -> None:
@@ -159,8 +317,9 @@ def run_audit_jobs(
 ) -> AuditResult:
     """``run_audit`` with scenarios spread over ``jobs`` worker processes (same findings).
 
-    Workers write their traces under ``trace_dir`` (``trace_writer`` serves the serial case
-    only); ``lock_trace_dir`` False when the caller already holds the folder's lock.
+    Runs' traces go through ``trace_writer(scenario, run)`` when given (in the workers too, so
+    it must pickle: ``bundle.format.BundleTraces``), else under ``trace_dir``, whose lock the
+    parent holds (``lock_trace_dir`` False when the caller already holds it).
 
     ``jobs`` is capped at the CPUs this process may use: a worker beyond them only adds an
     engine's start-up and memory. Each worker runs torch on one thread."""
@@ -186,12 +345,25 @@ def run_audit_jobs(
         lock.lock()
     # Workers build their engines from the settings planning resolved (never validated again).
     settings = engine_settings(planned, config, base_dir)
-    context = multiprocessing.get_context("spawn")
+    context = _context()
+    events = context.SimpleQueue()  # workers' RunStarted and RunFinished, for the progress
+
+    def relay() -> None:
+        while not events.empty():
+            emit(events.get())
+
     executor = ProcessPoolExecutor(
         min(jobs, len(planned)),
         mp_context=context,
         initializer=_init_worker,
-        initargs=(config, settings, trace_dir),
+        initargs=(
+            config,
+            settings,
+            trace_dir,
+            trace_writer,
+            _ParentState(dict(os.environ)),
+            events,
+        ),
     )
     pending: dict[Future[tuple[int, ScenarioResult, dict[str, str]]], str] = {}
     try:
@@ -206,20 +378,20 @@ def run_audit_jobs(
             problems = executor.submit(_validate, list(planned)).result()
             if problems:
                 raise ScenarioError("the engine cannot serve these scenarios as written", problems)
-            for index, item in enumerate(planned):
+            largest_first = sorted(
+                enumerate(planned), key=lambda pair: scenario_cost(pair[1]), reverse=True
+            )
+            for index, item in largest_first:
                 pending[executor.submit(_serve, (index, item))] = item.scenario.name
             while pending:
-                ready, _ = wait(pending, return_when=FIRST_COMPLETED)
+                ready, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                relay()
                 for future in ready:
                     index, result, env = future.result()
                     del pending[future]
                     done[index] = result
                     environment = env
-                    for name, trace in result.traces.items():
-                        emit(RunStarted(result.scenario.name, name))
-                        emit(
-                            RunFinished(result.scenario.name, name, trace.end.seconds, trace.failed)
-                        )
+                    relay()  # the worker sent its runs' events before its result
                     emit(ScenarioChecked(result))
         except BrokenProcessPool:
             lost = ", ".join(sorted(set(pending.values()))) or "the engine check"
@@ -232,6 +404,15 @@ def run_audit_jobs(
             interrupted = exc.signal_name if isinstance(exc, AuditInterrupted) else "SIGINT"
             _stop_workers(executor)  # SIGTERM: each worker ends its current trace, then stops
             executor.shutdown(wait=True, cancel_futures=True)
+            # Scenarios a worker finished before the signal count as finished, as in a
+            # serial audit (their results may not have been read yet).
+            for future in list(pending):
+                if future.done() and not future.cancelled() and future.exception() is None:
+                    index, result, env = future.result()
+                    done[index] = result
+                    environment = env
+                    relay()
+                    emit(ScenarioChecked(result))
         else:
             executor.shutdown(wait=True)
     finally:

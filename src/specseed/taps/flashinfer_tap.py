@@ -451,10 +451,13 @@ class FlashinferTap:
         bind = _binder(signature)
         element0 = reads_element0_only(self.version)
         chain = name == "chain_speculative_sampling"
+        # Asked once: is_available() queries the driver on every call, a cost per tapped call
+        # that the kernel's own wrapper does not pay.
+        capturing = _capturing if torch.cuda.is_available() else _never
 
         @functools.wraps(original)
         def tapped(*args: Any, **kwargs: Any) -> Any:
-            if _capturing():
+            if capturing():
                 result = original(*args, **kwargs)
                 self._calls.append(
                     TapCall(len(self._calls), name, "tensor", None, False, self.version, None, True)
@@ -506,7 +509,11 @@ class FlashinferTap:
 
 
 def _capturing() -> bool:
-    return bool(torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
+    return bool(torch.cuda.is_current_stream_capturing())
+
+
+def _never() -> bool:
+    return False
 
 
 def _compiled_graph_count() -> int:

@@ -303,3 +303,21 @@ def test_a_refused_api_key_gets_the_api_key_hint(
     assert code == code_keyed == 3
     assert "start the server" not in without + with_key
     assert "api_key_env" in without and "SPECSEED_TEST_KEY" in with_key, (without, with_key)
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_url_credentials_never_reach_a_bundle_whichever_process_wrote_it(
+    tmp_path: Path, jobs: str
+) -> None:
+    """The bundle's traces are written by the worker processes under --jobs: they remove
+    secrets from the headers as the serial audit does."""
+    password = "pw-in-url-71c3"
+    with specseed_serve() as server:
+        url = server.url.replace("http://", f"http://auditor:{password}@")
+        model = _model_yaml(tmp_path, url, ["distinct-seeds", "uptime"])
+        bundle = tmp_path / "bundle"
+        code, _, output = _audit(model, "--jobs", jobs, "--bundle", str(bundle))
+    assert code == 0, output
+    files = [p for p in bundle.rglob("*") if p.is_file()]
+    assert len([p for p in files if p.suffix == ".jsonl"]) == 4
+    assert [p for p in files if password in p.read_text(errors="replace")] == []
