@@ -8,6 +8,7 @@ which is far below any significance level used here.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -66,21 +67,36 @@ def chi2_sf(x: float, df: int) -> float:
 
 def ncx2_sf(x: float, df: int, nc: float) -> float:
     """P(X >= x) for X ~ noncentral chi-square(df, noncentrality ``nc``): a Poisson(nc / 2)
-    mixture of central chi-squares with df + 2j degrees of freedom."""
+    mixture of central chi-squares with df + 2j degrees of freedom.
+
+    One incomplete gamma function is evaluated, at the smallest j of the mixture; the others
+    follow by the recurrence Q(a + 1, y) = Q(a, y) + y^a e^-y / Gamma(a + 1), whose terms are
+    all positive (no cancellation)."""
     if nc <= 0.0:
         return chi2_sf(x, df)
     half = nc / 2.0
     centre = int(half)
     span = int(10.0 * math.sqrt(half) + 30)
+    first = max(0, centre - span)
+    y = x / 2.0
+    a = df / 2.0 + first
+    q = gamma_q(a, y)
+    log_y = math.log(y) if y > 0.0 else 0.0
+    log_half = math.log(half)
     total = 0.0
-    for j in range(max(0, centre - span), centre + span + 1):
-        weight = math.exp(-half + j * math.log(half) - math.lgamma(j + 1.0))
-        total += weight * chi2_sf(x, df + 2 * j)
+    for j in range(first, centre + span + 1):
+        weight = math.exp(-half + j * log_half - math.lgamma(j + 1.0))
+        total += weight * min(1.0, q)
+        if y > 0.0:
+            q += math.exp(a * log_y - y - math.lgamma(a + 1.0))
+        a += 1.0
     return min(1.0, total)
 
 
+@functools.lru_cache(maxsize=4096)
 def chi2_critical(alpha: float, df: int, nc: float = 0.0) -> float:
-    """The x with ``ncx2_sf(x, df, nc) == alpha`` (bisection)."""
+    """The x with ``ncx2_sf(x, df, nc) == alpha`` (bisection; remembered per arguments: a
+    judge asks for the same few levels and degrees of freedom over and over)."""
     low, high = 0.0, max(1.0, df + nc)
     while ncx2_sf(high, df, nc) > alpha:
         high *= 2.0
@@ -95,9 +111,10 @@ def chi2_critical(alpha: float, df: int, nc: float = 0.0) -> float:
     return high
 
 
+@functools.lru_cache(maxsize=4096)
 def noncentrality_for_power(alpha: float, df: int, power: float, null_nc: float = 0.0) -> float:
     """The noncentrality a chi-square test at level ``alpha`` (critical value taken under
-    ``null_nc``) detects with probability ``power``."""
+    ``null_nc``) detects with probability ``power`` (remembered per arguments)."""
     critical = chi2_critical(alpha, df, null_nc)
     low, high = null_nc, null_nc + 1.0
     while ncx2_sf(critical, df, high) < power:
