@@ -69,7 +69,7 @@ def test_jobs_that_are_no_count_exit_2(given: str) -> None:
     assert "Traceback" not in result.output
 
 
-def test_auto_jobs_are_one_per_cpu_for_the_reference_engine_on_the_cpu_only(
+def test_auto_jobs_are_one_per_cpu_for_the_built_in_reference_model_on_the_cpu_only(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from specseed.run import parallel
@@ -85,7 +85,9 @@ def test_auto_jobs_are_one_per_cpu_for_the_reference_engine_on_the_cpu_only(
     served = AuditConfig.model_validate(
         {"engine": {"name": "openai", "options": {"base_url": "http://127.0.0.1:9"}}}
     )
+    own_model = AuditConfig.model_validate({"engine": {"checkpoint": str(Path.cwd())}})
     assert resolve_jobs("auto", on_gpu, 12) == resolve_jobs("auto", served, 12) == 1
+    assert resolve_jobs("auto", own_model, 12) == 1  # a checkpoint per worker: memory x N
 
 
 def test_shard_flag_runs_its_share(tmp_path: Path) -> None:

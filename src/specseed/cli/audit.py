@@ -119,8 +119,8 @@ def audit(
             "-j",
             help=(
                 "Run independent scenarios in N worker processes (each loads its own engine). "
-                "auto: one per CPU for the built-in reference engine on the CPU, one process "
-                "for any other engine."
+                "auto: one per CPU for the reference engine's built-in model on the CPU, one "
+                "process otherwise."
             ),
             metavar="N|auto",
         ),

@@ -152,21 +152,25 @@ def _stop_forkserver() -> None:
 
 
 AUTO_ENGINES = frozenset({"reference"})
-"""Engines ``--jobs auto`` runs in one worker per CPU (on the CPU only): small enough that
-each worker can load its own copy. Any other engine (a vLLM model, a GPU) stays in one
-process unless ``--jobs N`` asks otherwise."""
+"""Engines ``--jobs auto`` runs in one worker per CPU, on the CPU and with their built-in
+model only: small enough that each worker can load its own copy. A checkpoint (of any size),
+another engine (a vLLM model) or a GPU stays in one process unless ``--jobs N`` asks
+otherwise."""
 
 
 def resolve_jobs(jobs: int | str, config: AuditConfig, scenarios: int) -> int:
     """``--jobs`` as a number: ``auto`` is one worker per usable CPU (at most one per
-    scenario) for the engines of :data:`AUTO_ENGINES` on the CPU, else 1.
+    scenario) for the built-in models of :data:`AUTO_ENGINES` on the CPU, else 1.
 
-    Measured (benchmarks/bench_default_audit.py, the built-in library, 2-core x86_64): two
-    workers take the default audit from about 11 s to about 8 s; the longest scenario
-    (about 3 s) bounds what more CPUs can give."""
+    Measured (benchmarks/bench_default_audit.py, the built-in library, idle 2-core x86_64
+    VM): the default audit took 8.9 s with auto against 11.5 s serial; on 4 CPUs of an Intel
+    Xeon, 10.9 s against 18.6 s. The longest scenario (about 3 s here) bounds what more CPUs
+    can give."""
     if jobs != "auto":
         return int(jobs)
-    if config.engine.name not in AUTO_ENGINES or config.engine.device != "cpu":
+    engine = config.engine
+    built_in = engine.checkpoint is None and engine.draft_checkpoint is None
+    if engine.name not in AUTO_ENGINES or engine.device != "cpu" or not built_in:
         return 1
     return max(1, min(_cpu_count(), scenarios))
 
