@@ -172,6 +172,7 @@ def test_jobs_leave_no_defunct_process(monkeypatch: pytest.MonkeyPatch) -> None:
     before = _children_states()
     result = parallel.run_audit_jobs(config, planned, Path.cwd(), jobs=2)
     assert [s.scenario.name for s in result.scenarios] == ["distinct-seeds", "uptime"]
+    assert result.workers == 2  # the report's header says "on 2 workers"
     new = {pid: state for pid, state in _children_states().items() if pid not in before}
     assert "Z" not in new.values(), new
 

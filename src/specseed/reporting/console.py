@@ -482,6 +482,7 @@ def render_report(
         f"contract [bold]{result.contract}[/]{escape(options)}, "
         f"max_draft_len {engine.max_draft_len}, {plural(len(result.scenarios), 'scenario')}, "
         f"{plural(sum(len(s.traces) for s in result.scenarios), 'run')} in {result.seconds:.1f}s"
+        + (f" on {result.workers} workers" if result.workers > 1 else "")
     )
     console.print(verdict_table(result))
     console.print(_legend(result))
@@ -564,11 +565,18 @@ def _print_skips(result: AuditResult, console: Console, *, summary: bool = False
         )
         return
     console.print(Text("Skipped (not judged, not passed):", style="bold"))
+    # One item per row of a grid: a reason that wraps stays indented under its own line.
+    items = Table.grid(padding=(0, 1), pad_edge=False)
+    items.add_column(no_wrap=True)
+    items.add_column(overflow="fold", ratio=1)
     for (check, reason), scenarios in list(reasons.items())[:MAX_SKIP_LINES]:
         where = ", ".join(scenarios[:3]) + (
             f" and {len(scenarios) - 3} more" if len(scenarios) > 3 else ""
         )
-        console.print(f"  [dim]{check}[/] ({escape(where)}): {escape(reason)}")
+        items.add_row(
+            " -", Text.from_markup(f"[dim]{check}[/] ({escape(where)}): {escape(reason)}")
+        )
+    console.print(items)
     if len(reasons) > MAX_SKIP_LINES:
         console.print(f"  [dim]… {len(reasons) - MAX_SKIP_LINES} more reasons in --json[/]")
 

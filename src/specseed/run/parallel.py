@@ -356,8 +356,9 @@ def run_audit_jobs(
         while not events.empty():
             emit(events.get())
 
+    workers = min(jobs, len(planned))
     executor = ProcessPoolExecutor(
-        min(jobs, len(planned)),
+        workers,
         mp_context=context,
         initializer=_init_worker,
         initargs=(
@@ -436,4 +437,5 @@ def run_audit_jobs(
         command=command,
         interrupted=interrupted,
         unfinished=tuple(p.scenario.name for p in planned if p.scenario.name not in finished),
+        workers=workers,
     )

@@ -57,6 +57,8 @@ class AuditResult:
     end. ``scenarios`` then holds the scenarios that finished, ``unfinished`` the others."""
     unfinished: tuple[str, ...] = ()
     """Scenarios not run to the end or not run at all (interrupted audits)."""
+    workers: int = 1
+    """Worker processes that served the scenarios (``--jobs``); 1: this process."""
 
     @property
     def missing_evidence(self) -> list[str]:
