@@ -312,3 +312,31 @@ def test_workers_take_the_cwd_environment_and_stderr_of_the_pool_start(
                 cwd, value = pool.submit(_report_worker_state, "SPECSEED_TEST_POOL").result()
         assert (cwd, value) == (str(tmp_path / name), name)
         assert "worker line on descriptor 2" in (tmp_path / f"{name}.log").read_text()
+
+
+def test_workers_report_each_run_once_before_its_scenario_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Progress comes from the workers as runs start and end: one RunStarted and one
+    RunFinished per run, all before the ScenarioChecked of their scenario."""
+    from specseed.run import parallel
+    from specseed.run.results import RunFinished, RunStarted, ScenarioChecked
+
+    monkeypatch.setattr(parallel, "_cpu_count", lambda: 2)
+    config = AuditConfig()
+    names = ("distinct-seeds", "uptime", "warmup")
+    planned = [p for p in plan_audit(config, Path.cwd()) if p.scenario.name in names]
+    events: list[object] = []
+    parallel.run_audit_jobs(config, planned, Path.cwd(), jobs=2, on_event=events.append)
+    for item in planned:
+        name = item.scenario.name
+        checked = next(
+            i
+            for i, e in enumerate(events)
+            if isinstance(e, ScenarioChecked) and e.result.scenario.name == name
+        )
+        for kind in (RunStarted, RunFinished):
+            at = [i for i, e in enumerate(events) if isinstance(e, kind) and e.scenario == name]
+            runs = sorted(e.run for e in events if isinstance(e, kind) and e.scenario == name)
+            assert runs == sorted(p.run for p in item.plans), (kind, name)
+            assert all(i < checked for i in at), (kind, name)

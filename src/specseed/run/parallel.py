@@ -163,7 +163,7 @@ def resolve_jobs(jobs: int | str, config: AuditConfig, scenarios: int) -> int:
     scenario) for the built-in models of :data:`AUTO_ENGINES` on the CPU, else 1.
 
     Measured (benchmarks/bench_default_audit.py, the built-in library, idle 2-core x86_64
-    VM): the default audit took 8.9 s with auto against 11.5 s serial; on 4 CPUs of an Intel
+    VM): the default audit took 8.9 s with auto against 12.1 s serial; on 4 CPUs of an Intel
     Xeon, 10.9 s against 18.6 s. The longest scenario (about 3 s here) bounds what more CPUs
     can give."""
     if jobs != "auto":
