@@ -101,6 +101,8 @@ PRELOAD = (
     "specseed.run.execute",
     "specseed.engine_adapters.reference.engine",
     "specseed.distribution.collect",
+    "specseed.distribution.analysis",
+    "specseed.distribution.twosample",
 )
 """Modules the forkserver imports once for every worker it forks."""
 
