@@ -71,23 +71,29 @@ def test_jobs_that_are_no_count_exit_2(given: str) -> None:
 
 def test_auto_jobs_are_one_per_cpu_for_the_built_in_reference_model_on_the_cpu_only(
     monkeypatch: pytest.MonkeyPatch,
+    library: list,  # type: ignore[type-arg]
 ) -> None:
     from specseed.run import parallel
-    from specseed.run.parallel import parse_jobs, resolve_jobs
+    from specseed.run.parallel import AUTO_MIN_TOKENS, parse_jobs, resolve_jobs, scenario_cost
 
     monkeypatch.setattr(parallel, "_cpu_count", lambda: 4)
     assert parse_jobs("auto") == parse_jobs(" AUTO ") == "auto" and parse_jobs("3") == 3
     reference = AuditConfig()
-    assert resolve_jobs("auto", reference, 12) == 4
-    assert resolve_jobs("auto", reference, 2) == 2  # never more workers than scenarios
-    assert resolve_jobs(3, reference, 12) == 3
+    assert resolve_jobs("auto", reference, library) == 4
+    largest = sorted(library, key=scenario_cost)[-2:]
+    assert sum(map(scenario_cost, largest)) >= AUTO_MIN_TOKENS
+    assert resolve_jobs("auto", reference, largest) == 2  # never more workers than scenarios
+    small = [p for p in library if p.scenario.name in ("distinct-seeds", "uptime")]
+    assert sum(map(scenario_cost, small)) < AUTO_MIN_TOKENS
+    assert resolve_jobs("auto", reference, small) == 1  # workers would cost more than they give
+    assert resolve_jobs(3, reference, small) == 3  # a number is taken as given
     on_gpu = AuditConfig.model_validate({"engine": {"name": "reference", "device": "cuda"}})
     served = AuditConfig.model_validate(
         {"engine": {"name": "openai", "options": {"base_url": "http://127.0.0.1:9"}}}
     )
     own_model = AuditConfig.model_validate({"engine": {"checkpoint": str(Path.cwd())}})
-    assert resolve_jobs("auto", on_gpu, 12) == resolve_jobs("auto", served, 12) == 1
-    assert resolve_jobs("auto", own_model, 12) == 1  # a checkpoint per worker: memory x N
+    assert resolve_jobs("auto", on_gpu, library) == resolve_jobs("auto", served, library) == 1
+    assert resolve_jobs("auto", own_model, library) == 1  # a checkpoint per worker: memory x N
 
 
 def test_shard_flag_runs_its_share(tmp_path: Path) -> None:
@@ -340,3 +346,33 @@ def test_workers_report_each_run_once_before_its_scenario_result(
             runs = sorted(e.run for e in events if isinstance(e, kind) and e.scenario == name)
             assert runs == sorted(p.run for p in item.plans), (kind, name)
             assert all(i < checked for i in at), (kind, name)
+
+
+def test_a_workers_result_unpickles_without_torch(tmp_path: Path) -> None:
+    """The parent of --jobs never imports torch: a worker's result (traces' headers with
+    the engine's environment) must rebuild from plain Python types and specseed's own."""
+    import pickle
+
+    from specseed.engine_adapters.base import plain_environment
+    from specseed.plan.planning import engine_settings
+    from specseed.run.execute import create_adapter, serve_scenario
+
+    config = AuditConfig()
+    planned = [p for p in plan_audit(config, Path.cwd()) if p.scenario.name == "uptime"]
+    engine = create_adapter(engine_settings(planned, config, Path.cwd()))
+    try:
+        result = serve_scenario(engine, planned[0], config, None, lambda _event: None)
+        payload = (0, result, plain_environment(engine.environment()))
+    finally:
+        engine.close()
+    (tmp_path / "result.pkl").write_bytes(pickle.dumps(payload))
+    code = (
+        "import pickle, sys; pickle.loads(open(sys.argv[1], 'rb').read()); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "result.pkl")],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout

@@ -439,7 +439,7 @@ class Audit:
             )
         from specseed.run.parallel import resolve_jobs, run_audit_jobs
 
-        jobs = resolve_jobs(self.outputs.jobs, self.config, len(planned))
+        jobs = resolve_jobs(self.outputs.jobs, self.config, planned)
         return run_audit_jobs(
             self.config,
             planned,

@@ -119,8 +119,8 @@ def audit(
             "-j",
             help=(
                 "Run independent scenarios in N worker processes (each loads its own engine). "
-                "auto: one per CPU for the reference engine's built-in model on the CPU, one "
-                "process otherwise."
+                "auto: one per CPU for the reference engine's built-in model on the CPU when "
+                "the audit is large enough to pay for them, one process otherwise."
             ),
             metavar="N|auto",
         ),

@@ -160,6 +160,13 @@ class RunStart:
     check that would read it says skip with this reason."""
 
 
+def plain_environment(environment: Mapping[str, object]) -> dict[str, str]:
+    """An engine's environment as plain strings. ``torch.__version__`` is a ``str`` subclass
+    defined in torch: kept as it is, every pickle of a trace header (``--jobs`` results)
+    would make its reader import torch (about a second) to rebuild one string."""
+    return {str(key): str(value) for key, value in environment.items()}
+
+
 class EngineAdapter(ABC):
     """An engine that can serve run plans. Constructed once per audit (loads the model).
 
@@ -256,7 +263,7 @@ class EngineAdapter(ABC):
             engine_config=plan.settings.record(),
             contract=start.contract or plan.settings.contract,
             requests=tuple(self._request_info(r) for r in traffic),
-            environment=self.environment(),
+            environment=plain_environment(self.environment()),
             observability=self.observes(plan),
             fresh_engine=start.fresh_engine,
             not_served=start.not_served,
