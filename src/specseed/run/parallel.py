@@ -165,7 +165,7 @@ AUTO_MIN_TOKENS = 2000
 workers. Workers cost about 0.5 to 1 s more than one process (the server's imports happen
 after planning, the results travel back; measured on 2 cores): two small scenarios (300
 tokens) took 3.7 s with two workers against 2.8 s in one process, the built-in library
-(about 15,800 tokens) 8.9 s against 12.1 s."""
+(about 15,800 tokens) 7.4 s against 10.4 s."""
 
 
 def resolve_jobs(jobs: int | str, config: AuditConfig, planned: Sequence[PlannedScenario]) -> int:
@@ -173,9 +173,9 @@ def resolve_jobs(jobs: int | str, config: AuditConfig, planned: Sequence[Planned
     scenario) for the built-in models of :data:`AUTO_ENGINES` on the CPU, when the scenarios
     ask for at least :data:`AUTO_MIN_TOKENS` tokens; else 1.
 
-    Measured (benchmarks/bench_default_audit.py, the built-in library, idle 2-core x86_64
-    VM): the default audit took 8.9 s with auto against 12.1 s serial; on 4 CPUs of an Intel
-    Xeon, 10.9 s against 18.6 s. The longest scenario (about 3 s here) bounds what more CPUs
+    Measured (the built-in library, idle 2-core x86_64 VM, whole processes, median of 5
+    pairs): the default audit took 7.4 s with auto against 10.4 s serial; on 4 CPUs of an
+    Intel Xeon (the audit's own time), 10.9 s against 18.6 s. The longest scenario (about 3 s here) bounds what more CPUs
     can give."""
     if jobs != "auto":
         return int(jobs)
