@@ -175,7 +175,7 @@ def resolve_jobs(jobs: int | str, config: AuditConfig, planned: Sequence[Planned
 
     Measured (the built-in library, idle 2-core x86_64 VM, whole processes, median of 5
     pairs): the default audit took 7.4 s with auto against 10.4 s serial; on 4 CPUs of an
-    Intel Xeon (the audit's own time), 10.9 s against 18.6 s. The longest scenario (about 3 s here) bounds what more CPUs
+    Intel Xeon (median of 3), 10.3 s against 21.0 s. The longest scenario (about 3 s here) bounds what more CPUs
     can give."""
     if jobs != "auto":
         return int(jobs)
