@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from specseed.cli.app import main
 
-# Guarded: ``--jobs`` workers are spawned processes that import this module again.
+# Guarded: ``--jobs`` workers (forked by a forkserver, or spawned) import this module again.
 if __name__ == "__main__":
     main()
