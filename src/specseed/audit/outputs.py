@@ -48,8 +48,8 @@ class AuditOutputs:
     """``(i, n)``: only shard i of n (``run.parallel.shard``)."""
     jobs: int | Literal["auto"] = 1
     """Worker processes, each with its own engine; ``"auto"``: one per usable CPU for the
-    reference engine's built-in model on the CPU, one process otherwise
-    (``run.parallel.resolve_jobs``)."""
+    reference engine's built-in model on the CPU when the audit is large enough to pay for
+    them, one process otherwise (``run.parallel.resolve_jobs``)."""
     force: bool = False
     """Replace an earlier bundle in ``bundle`` (its files only); refused without it."""
     engine_log: Path | None = None
