@@ -77,6 +77,7 @@ from specseed.distribution.evidence import (
     SamplingSetup,
     prefix_candidates,
 )
+from specseed.distribution.stats import SubTest
 from specseed.distribution.steps import step_tests
 
 if TYPE_CHECKING:
@@ -105,26 +106,6 @@ DEFAULT_ALPHA = 1e-3
 POWER = 0.8
 _TOP = 1.0 - 1e-12
 """PIT values are clamped below 1 (a bin index of exactly M would fall outside)."""
-
-
-@dataclass(frozen=True)
-class SubTest:
-    """One chi-square (or exact) sub-test."""
-
-    name: str
-    n: int
-    """Observations it counts."""
-    df: int
-    statistic: float
-    null_nc: float
-    """Noncentrality the precision envelope allows under H0."""
-    p_value: float
-    adjusted_p: float = 1.0
-    """Holm-adjusted p-value (family: every sub-test of the run)."""
-    detectable_tv: float | None = None
-    """TV detected with 80% power at the Bonferroni level (pooled and first-token tests)."""
-    note: str = ""
-    """Where the deviation lies (for rejected tests)."""
 
 
 @dataclass(frozen=True)
@@ -337,18 +318,7 @@ def _group_tests(
         rows = [tuple(steps.get(request_id, ())) for request_id in group.request_ids]
         if any(rows):
             # Step-aware pairs (``steps``): where the step structure or shared draws couple.
-            for step in step_tests(pit_id, rows, eps_rows):
-                tests.append(
-                    SubTest(
-                        step.name,
-                        step.n,
-                        step.df,
-                        step.statistic,
-                        step.null_nc,
-                        step.p_value,
-                        note=step.note,
-                    )
-                )
+            tests.extend(step_tests(pit_id, rows, eps_rows))
     return GroupResult(label, n_req, length, mean_eps, tuple(tests))
 
 

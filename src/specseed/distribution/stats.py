@@ -11,6 +11,29 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SubTest:
+    """One chi-square (or exact) sub-test of the distribution check (``analysis``, and the
+    step-aware ones of ``steps``)."""
+
+    name: str
+    n: int
+    """Observations it counts."""
+    df: int
+    statistic: float
+    null_nc: float
+    """Noncentrality the precision envelope allows under H0."""
+    p_value: float
+    adjusted_p: float = 1.0
+    """Holm-adjusted p-value (family: every sub-test of the run)."""
+    detectable_tv: float | None = None
+    """TV detected with 80% power at the Bonferroni level (pooled and first-token tests)."""
+    note: str = ""
+    """Where the deviation lies (for rejected tests)."""
+
 
 _EPS = 1e-15
 _MAX_ITER = 10_000

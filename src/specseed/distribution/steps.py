@@ -51,6 +51,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specseed.distribution import stats
+from specseed.distribution.stats import SubTest
 from specseed.traces.records import RowRecord, SamplingEvent
 
 MIN_CELL = 5.0
@@ -68,19 +69,6 @@ class StepPair:
     """Its class: the kind of token ``t``, the distance, and whether a draw was shared."""
     first: int
     second: int
-
-
-@dataclass(frozen=True)
-class StepTest:
-    """One step-aware chi-square sub-test (``analysis`` turns it into a ``SubTest``)."""
-
-    name: str
-    n: int
-    df: int
-    statistic: float
-    null_nc: float
-    p_value: float
-    note: str
 
 
 def _kind(row: RowRecord) -> str:
@@ -144,7 +132,7 @@ def step_pairs(rows: Sequence[RowRecord]) -> list[StepPair]:
 
 def conditional_uniformity(
     name: str, covariates: Sequence[float], values: Sequence[float], eps: float
-) -> StepTest | None:
+) -> SubTest | None:
     """Chi-square that ``values`` are uniform within equal-width bins of ``covariates``
     (both on (0, 1)); None when there are too few pairs."""
     n = len(values)
@@ -187,14 +175,14 @@ def conditional_uniformity(
         f"the later token's PIT bin [{col / side:.2f}, {(col + 1) / side:.2f}) holds "
         f"{observed} of {sum(rows[index][2])}, {expected:.0f} expected"
     )
-    return StepTest(name, n, df, statistic, null_nc, p, note)
+    return SubTest(name, n, df, statistic, null_nc, p, note=note)
 
 
 def step_tests(
     pits_id: Sequence[Sequence[float]],
     structures: Sequence[Sequence[RowRecord]],
     eps: Sequence[Sequence[float]],
-) -> list[StepTest]:
+) -> list[SubTest]:
     """One sub-test per pair class over a group's requests: ``pits_id[i][t]`` is the id-order
     PIT of request i's token t, ``structures[i]`` its rows, ``eps[i][t]`` its envelope.
     Positions beyond ``pits_id[i]`` (the group's common length) are left out."""
