@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from specseed.traces.records import load_trace
 from tests.engine_adapters.openai.servers import wait_healthy
 from tests.engine_adapters.openai.test_audit_http import FAST_OPTIONS, RNG_CHECKS, _audit
 
@@ -141,6 +142,16 @@ def _write(path: Path, engine: dict[str, object], scenarios: list[str]) -> Path:
     return path
 
 
+def _streams(scenario_traces: Path) -> dict[str, dict[str, tuple[int, ...]]]:
+    """Each completed run's tokens per request, from the run's trace file."""
+    streams = {}
+    for path in sorted(scenario_traces.glob("*.jsonl")):
+        trace = load_trace(path)
+        assert not trace.failed, (path.name, trace.end.failure)
+        streams[trace.name] = trace.end.outputs
+    return streams
+
+
 def _not_passing(report: dict) -> list[str]:
     return [
         f"{f['scenario']} {f['check']} {f['status']}: {f['message']}"
@@ -151,12 +162,13 @@ def _not_passing(report: dict) -> list[str]:
 
 def test_vllm_serve_audited_over_http(tmp_path: Path) -> None:
     """vLLM 0.32.0 CPU: the plain server passes every token-level check; the EAGLE3 server
-    keeps greedy equal to the plain server when the batch is all greedy, but breaks batch
-    composition (a greedy request next to a sampled one emits ids 0, 1, 2) and crashes on a
-    top_k request, because its rejection sampler's per-token expansion of the sampling
+    keeps greedy equal to the plain server when the batch is all greedy, but usually breaks
+    batch composition (a greedy request next to a sampled one emits ids 0, 1, 2) and crashes
+    on a top_k request, because its rejection sampler's per-token expansion of the sampling
     parameters (``expand_batch_to_tokens``) returns uninitialised memory on the CPU platform.
-    The audit reports all of it as findings; a fixed vLLM makes the second half fail here,
-    and this test should then expect a pass."""
+    What the memory holds varies from run to run, so batch-invariance is held to the tokens
+    the traces recorded. The audit reports the rest as findings; a fixed vLLM makes the crash
+    assertion fail here, and this test should then expect a pass."""
     with ExitStack() as stack:
         spec, plain = _start(tmp_path, stack)
         plain_only = {
@@ -195,8 +207,27 @@ def test_vllm_serve_audited_over_http(tmp_path: Path) -> None:
     # uninitialised sampling parameters above; the README states what was measured).
     lossless = verdicts[("losslessness", "losslessness")]
     assert lossless["status"] in ("pass", "fail"), lossless
+    # Whether the garbage changes gprobe's tokens in a run depends on what the memory held
+    # (measured: in about 1 of 4 suite runs every run of the scenario emitted the same
+    # tokens). So the verdict is held to the streams the server returned, read back from the
+    # traces: a request whose tokens differ between the runs is named in a fail; when none
+    # differs, the check passes.
     batch = verdicts[("batch-composition", "batch-invariance")]
-    assert batch["status"] == "fail" and "gprobe" in batch["requests"]
+    streams = _streams(traces / "batch-composition")
+    assert set(streams) == {
+        "seeded-neighbour", "other-seeded-neighbour", "unseeded-neighbour", "greedy-neighbour"
+    }  # fmt: skip
+    changed = {
+        request
+        for request in ("probe", "gprobe")
+        if len({outputs[request] for outputs in streams.values()}) > 1
+    }
+    print("batch-composition: requests whose tokens changed with the neighbour:", changed)
+    if changed:
+        assert batch["status"] == "fail", batch
+        assert changed <= set(batch["requests"]), (changed, batch["requests"])
+    else:
+        assert batch["status"] == "pass", batch
     crashed = [
         f
         for f in spec_report["findings"]
