@@ -219,7 +219,7 @@ class ReferenceEngine(EngineAdapter):
         return options.rng_profile or plan.settings.contract
 
     def serve(self, plan: RunPlan, recorder: TraceRecorder) -> dict[str, tuple[int, ...]]:
-        with _cpu_threads(1 if self.device.type == "cpu" else None):
+        with _cpu_threads(1 if self.device.type == "cpu" else None), torch.inference_mode():
             return _EngineRun(self, plan, recorder).serve()
 
 
