@@ -189,6 +189,8 @@ def attention(
     values_t: torch.Tensor,
     hidden_mask: torch.Tensor,
     scale: float,
+    *,
+    chunk_rows: int = 1,
 ) -> torch.Tensor:
     """Grouped-query attention of each row over its own request's key slots.
 
@@ -197,6 +199,9 @@ def attention(
     transposed so the weighted sum runs over the last, contiguous dimension);
     ``hidden_mask [rows, span]`` is true for the slots a row must not see. ``span`` is a whole
     number of :data:`ATTENTION_BLOCK` blocks. Returns ``[rows, kv_heads * group * head_dim]``.
+    With ``chunk_rows`` R > 1, ``keys`` and ``values_t`` hold one cache per R consecutive rows
+    (``[rows / R, ...]``): each row is broadcast against its chunk's cache, so every product
+    and sum is the one the per-row layout computes.
 
     The softmax is spelled out so that the span can follow the batch's longest request without
     changing any row's bits: the max is exact in any order, and both sums (the softmax
@@ -207,15 +212,23 @@ def attention(
     rows, kv_heads, group, head_dim = q.shape
     span = keys.shape[2]
     per_row = kv_heads * group * span * head_dim
-    step = max(1, PRODUCT_BUDGET // per_row)
+    chunks = rows // chunk_rows
+    if chunk_rows < 1 or chunks * chunk_rows != rows or keys.shape[0] != chunks:
+        raise ValueError(
+            f"attention: {rows} rows do not make {keys.shape[0]} chunks of {chunk_rows}"
+        )
+    step = max(1, PRODUCT_BUDGET // (per_row * chunk_rows))  # in chunks
+    # [chunks, R, kv_heads, group, ...]: a row's products broadcast against its chunk's cache.
+    q_chunked = q.view(chunks, chunk_rows, kv_heads, group, head_dim)
+    mask = hidden_mask.view(chunks, chunk_rows, 1, 1, span)
     outputs = []
-    for start in range(0, max(rows, 1), step):  # one (empty) block when rows == 0
+    for start in range(0, max(chunks, 1), step):  # one (empty) block when rows == 0
         sl = slice(start, start + step)
-        scores = (q[sl].unsqueeze(3) * keys[sl].unsqueeze(2)).sum(-1) * scale
-        scores = scores.masked_fill(hidden_mask[sl, None, None, :], float("-inf"))
+        scores = (q_chunked[sl].unsqueeze(4) * keys[sl, None, :, None]).sum(-1) * scale
+        scores = scores.masked_fill(mask[sl], float("-inf"))
         weights = torch.exp(scores - scores.amax(dim=-1, keepdim=True))
         total = _blockwise_sum(weights)
-        weighted = _blockwise_sum(weights.unsqueeze(3) * values_t[sl].unsqueeze(2))
+        weighted = _blockwise_sum(weights.unsqueeze(4) * values_t[sl, None, :, None])
         outputs.append(weighted / total.unsqueeze(-1))
     out = outputs[0] if len(outputs) == 1 else torch.cat(outputs)
     return out.reshape(rows, kv_heads * group * head_dim)
