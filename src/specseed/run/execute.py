@@ -30,6 +30,7 @@ from specseed.engine_adapters.base import (
     EngineSettings,
     RunPlan,
     failure_from,
+    plain_environment,
 )
 from specseed.engine_adapters.registry import load_adapter_class
 from specseed.plan.planning import PlannedScenario, engine_settings
@@ -306,7 +307,7 @@ def run_audit(
                     emit(ScenarioChecked(result))
             except KeyboardInterrupt as exc:
                 interrupted = exc.signal_name if isinstance(exc, AuditInterrupted) else "SIGINT"
-            environment = engine.environment()
+            environment = plain_environment(engine.environment())
         finally:
             if adapter is None:
                 engine.close()

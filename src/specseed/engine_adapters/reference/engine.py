@@ -187,7 +187,7 @@ class ReferenceEngine(EngineAdapter):
             "specseed": __version__,
             "engine": "reference",
             "python": platform.python_version(),
-            "torch": str(torch.__version__),
+            "torch": torch.__version__,
             "torch_threads": str(torch.get_num_threads()),
             "device": str(self.device),
             "platform": platform.platform(),

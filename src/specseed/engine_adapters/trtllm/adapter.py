@@ -133,7 +133,7 @@ class TrtllmEngine(EngineAdapter):
         try:
             import torch
 
-            env["torch"] = str(torch.__version__)
+            env["torch"] = torch.__version__
             if torch.cuda.is_available():
                 env["gpu"] = torch.cuda.get_device_name(0)
         except ImportError:  # pragma: no cover - tensorrt_llm needs torch

@@ -341,7 +341,7 @@ class VllmEngine(EngineAdapter):
             "engine": "vllm",
             "vllm": str(getattr(self._vllm, "__version__", "unknown")),
             "python": platform.python_version(),
-            "torch": str(torch.__version__),
+            "torch": torch.__version__,
             "device": self.settings.device,
             "platform": platform.platform(),
             "model": str(self.settings.checkpoint),
