@@ -170,8 +170,7 @@ def self_attention(
     keys.view(-1, dim).index_copy_(0, key_index, rotated[:, heads:].reshape(-1, dim))
     values_t.view(-1).put_(value_index, qkv[:, (heads + kv_heads) * dim :].reshape(-1))
     span = plan.span
-    sizes = set(plan.sizes)
-    chunk_rows = plan.sizes[0] if len(sizes) == 1 and plan.sizes[0] > 1 else 1
+    chunk_rows = plan.sizes[0] if len(set(plan.sizes)) == 1 and plan.sizes[0] > 1 else 1
     # Chunks of one size (a decode step's K + 1 rows per request): gather each request's
     # cache once, not once per row; the rows broadcast against it (same products, same bits).
     slots = plan.slots[::chunk_rows] if chunk_rows > 1 else plan.slots
