@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from specseed.engine_adapters.reference import numerics
+from specseed.engine_adapters.reference.batch import RowPlan
 from specseed.engine_adapters.reference.config import LlamaConfig
 from specseed.engine_adapters.reference.draft import Eagle3DraftHead
 from specseed.engine_adapters.reference.fingerprint import fingerprint
@@ -123,6 +124,31 @@ def test_target_request_alone_equals_it_in_a_batch_of_64_at_any_row(
     steps.append(target.forward([(c, chunk) for c in caches])[row].logits)
 
     assert_bitwise(torch.cat(steps), target_alone(target, mine, decode + chunk))
+
+
+@pytest.mark.parametrize("sizes", [[4, 5, 4, 5, 5], [18, 20, 19, 20, 17], [2, 1, 2, 2]])
+def test_unequal_chunks_padded_to_the_longest_keep_each_requests_bits(
+    models: tuple[LlamaTarget, Eagle3DraftHead], sizes: list[int]
+) -> None:
+    # Chunks of nearly one size attend as chunks padded to the longest (each cache gathered
+    # once); every request's rows must equal the request served alone.
+    target, _ = models
+    rng = random.Random(len(sizes))
+    prefixes = prompts(len(sizes), seed=sum(sizes))
+    chunks = [[rng.randrange(VOCAB) for _ in range(size)] for size in sizes]
+    caches = [target.new_cache() for _ in sizes]
+    target.forward(list(zip(caches, prefixes, strict=True)))
+    plan = RowPlan.build(
+        list(zip(caches, chunks, strict=True)), pool=caches[0].pool, vocab_size=VOCAB, owner="t"
+    )
+    assert plan.layout.padded_rows is not None and plan.layout.chunk_rows == max(sizes)
+    batched = target.forward(list(zip(caches, chunks, strict=True)))
+    for number, (prefix, chunk) in enumerate(zip(prefixes, chunks, strict=True)):
+        cache = target.new_cache()
+        target.forward([(cache, prefix)])
+        alone = target.forward([(cache, chunk)])[0]
+        assert_bitwise(batched[number].logits, alone.logits)
+        assert_bitwise(batched[number].aux_hidden, alone.aux_hidden)
 
 
 ODD_SHAPES = LlamaConfig(

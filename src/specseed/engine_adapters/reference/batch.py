@@ -37,6 +37,29 @@ class AttentionShape:
 
 
 @dataclass(frozen=True, eq=False)
+class AttentionLayout:
+    """How a forward's rows meet their caches in attention: as chunks of ``chunk_rows`` rows,
+    each row broadcast against its chunk's cache, gathered once per chunk (a row's products
+    and sums are the ones a per-row gather computes, so the bits do not depend on the
+    layout). Chunks shorter than ``chunk_rows`` are padded with copies of their last row,
+    whose results are dropped."""
+
+    chunk_rows: int
+    """Rows per (padded) chunk, at least 1; 1 is the per-row layout."""
+    slots: torch.Tensor
+    """``[chunks]`` int64: the cache slot each chunk gathers."""
+    span: int
+    """Key slots attended over: whole blocks up to the forward's furthest position."""
+    hidden_mask: torch.Tensor
+    """``[chunks * chunk_rows, span]`` bool: the key slots a (padded) row must not see."""
+    padded_rows: torch.Tensor | None
+    """``[chunks * chunk_rows]`` int64: the forward's row behind each padded row; ``None``
+    when no chunk is padded (the rows are the forward's, in order)."""
+    unpadded_rows: torch.Tensor | None
+    """``[rows]`` int64: each forward row's place among the padded rows (``None`` as above)."""
+
+
+@dataclass(frozen=True, eq=False)
 class RowPlan:
     """Rows of one forward, in chunk order."""
 
@@ -49,10 +72,7 @@ class RowPlan:
     """``[rows]`` int64: the row's cache slot in the pool."""
     positions: torch.Tensor
     """``[rows]`` int64: the row's position in its sequence."""
-    hidden_mask: torch.Tensor
-    """``[rows, span]`` bool: the key slots a row must not attend to."""
-    span: int
-    """Key slots this forward attends over: whole blocks up to the furthest position."""
+    layout: AttentionLayout
     _store_cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(
         default_factory=dict, repr=False
     )
@@ -72,9 +92,8 @@ class RowPlan:
     ) -> RowPlan:
         caches: list[KVCache] = []
         sizes: list[int] = []
+        starts: list[int] = []
         token_ids: list[int] = []
-        slots: list[int] = []
-        positions: list[int] = []
         seen: set[int] = set()
         for number, (cache, tokens) in enumerate(chunks):
             if not isinstance(cache, KVCache) or cache.pool is not pool:
@@ -92,25 +111,43 @@ class RowPlan:
                     f"{pool.capacity}",
                     hint="build the model with a larger max_seq_len",
                 )
-            if any(not 0 <= t < vocab_size for t in ids):
+            if ids and not 0 <= min(ids) <= max(ids) < vocab_size:
                 raise EngineError(f"{owner}: token id out of range [0, {vocab_size}) in {ids}")
             caches.append(cache)
             sizes.append(len(ids))
+            starts.append(start)
             token_ids.extend(ids)
-            slots.extend([cache.slot] * len(ids))
-            positions.extend(range(start, start + len(ids)))
         device = pool.device
-        position_tensor = torch.tensor(positions, dtype=torch.int64, device=device)
-        span = key_span(max(positions, default=0))
-        key_slots = torch.arange(span, device=device)
+        chunk_slots = [cache.slot for cache in caches]
+        slot_tensor = torch.tensor(
+            [slot for slot, size in zip(chunk_slots, sizes, strict=True) for _ in range(size)],
+            dtype=torch.int64,
+            device=device,
+        )
+        position_tensor = torch.tensor(
+            [
+                p
+                for start, size in zip(starts, sizes, strict=True)
+                for p in range(start, start + size)
+            ],
+            dtype=torch.int64,
+            device=device,
+        )
         return cls(
             caches=tuple(caches),
             sizes=tuple(sizes),
             token_ids=torch.tensor(token_ids, dtype=torch.int64, device=device),
-            slots=torch.tensor(slots, dtype=torch.int64, device=device),
+            slots=slot_tensor,
             positions=position_tensor,
-            hidden_mask=key_slots[None, :] > position_tensor[:, None],
-            span=span,
+            layout=_attention_layout(
+                sizes,
+                chunk_slots,
+                slot_tensor,
+                position_tensor,
+                max_position=max(
+                    (a + n - 1 for a, n in zip(starts, sizes, strict=True) if n), default=0
+                ),
+            ),
         )
 
     def store_indices(self, pool: KVPool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -169,16 +206,88 @@ def self_attention(
     key_index, value_index = plan.store_indices(pool)
     keys.view(-1, dim).index_copy_(0, key_index, rotated[:, heads:].reshape(-1, dim))
     values_t.view(-1).put_(value_index, qkv[:, (heads + kv_heads) * dim :].reshape(-1))
-    span = plan.span
-    chunk_rows = plan.sizes[0] if len(set(plan.sizes)) == 1 and plan.sizes[0] > 1 else 1
-    # Chunks of one size (a decode step's K + 1 rows per request): gather each request's
-    # cache once, not once per row; the rows broadcast against it (same products, same bits).
-    slots = plan.slots[::chunk_rows] if chunk_rows > 1 else plan.slots
-    return attention(
-        q,
-        keys[:, :, :span].index_select(0, slots),
-        values_t[..., :span].index_select(0, slots),
-        plan.hidden_mask,
+    layout = plan.layout
+    span = layout.span
+    attended = attention(
+        q if layout.padded_rows is None else q.index_select(0, layout.padded_rows),
+        keys[:, :, :span].index_select(0, layout.slots),
+        values_t[..., :span].index_select(0, layout.slots),
+        layout.hidden_mask,
         shape.scale,
-        chunk_rows=chunk_rows,
+        chunk_rows=layout.chunk_rows,
     )
+    if layout.unpadded_rows is None:
+        return attended
+    return attended.index_select(0, layout.unpadded_rows)
+
+
+def _attention_layout(
+    sizes: Sequence[int],
+    chunk_slots: Sequence[int],
+    row_slots: torch.Tensor,
+    positions: torch.Tensor,
+    *,
+    max_position: int,
+) -> AttentionLayout:
+    """Chunks padded to the longest one, or one row per chunk, whichever moves less data.
+
+    Per row, attention copies the row's cache (gather) and computes products over it; per
+    padded chunk it copies the cache once and computes the products of the padded rows. The
+    padded layout is taken when ``2 * chunks * longest + chunks <= 3 * rows`` (a product
+    over the cache costs about twice a copy of it at the tiny model's grouped heads): always
+    when every chunk has the same size, never when all have one row, and not for a long
+    prefill beside short decode chunks.
+    """
+    device = positions.device
+    rows = int(positions.shape[0])
+    span = key_span(max_position)  # from the chunks, not the tensor: no device sync
+    live = [size for size in sizes if size]
+    longest = max(live, default=1)
+    chunks = len(live)
+    if longest == 1 or 2 * chunks * longest + chunks > 3 * rows:
+        return AttentionLayout(
+            chunk_rows=1,
+            slots=row_slots,
+            span=span,
+            hidden_mask=_hidden_mask(positions, span),
+            padded_rows=None,
+            unpadded_rows=None,
+        )
+    slots = torch.tensor(
+        [slot for slot, size in zip(chunk_slots, sizes, strict=True) if size],
+        dtype=torch.int64,
+        device=device,
+    )
+    if all(size == longest for size in live):
+        return AttentionLayout(
+            chunk_rows=longest,
+            slots=slots,
+            span=span,
+            hidden_mask=_hidden_mask(positions, span),
+            padded_rows=None,
+            unpadded_rows=None,
+        )
+    padded: list[int] = []
+    unpadded: list[int] = []
+    start = 0
+    for size in sizes:
+        if size:
+            unpadded.extend(range(len(padded), len(padded) + size))
+            padded.extend(range(start, start + size))
+            padded.extend([start + size - 1] * (longest - size))
+            start += size
+    padded_rows = torch.tensor(padded, dtype=torch.int64, device=device)
+    return AttentionLayout(
+        chunk_rows=longest,
+        slots=slots,
+        span=span,
+        hidden_mask=_hidden_mask(positions.index_select(0, padded_rows), span),
+        padded_rows=padded_rows,
+        unpadded_rows=torch.tensor(unpadded, dtype=torch.int64, device=device),
+    )
+
+
+def _hidden_mask(positions: torch.Tensor, span: int) -> torch.Tensor:
+    """``[rows, span]``: true for the key slots beyond each row's position."""
+    key_slots = torch.arange(span, device=positions.device)
+    return key_slots[None, :] > positions[:, None]

@@ -2,7 +2,7 @@
 
 A request owns a :class:`KVCache`; the model owns a :class:`KVPool` whose tensors hold every
 cache's keys and values, one slot per live cache. Keeping them in one tensor lets a forward
-write all rows' keys of a layer with one indexed store and read each row's cache with one
+write all rows' keys of a layer with one indexed store and read the requests' caches with one
 gather, however many requests share the batch.
 
 Every slot has the same capacity (the model's ``max_seq_len``). A forward attends over whole

@@ -173,8 +173,7 @@ def rope_table(inv_freq: torch.Tensor, positions: int) -> torch.Tensor:
 
 def apply_rope(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
     """Rotate ``x [rows, heads, head_dim]`` by ``angles [rows, 2, head_dim]`` (from the table)."""
-    half = x.shape[-1] // 2
-    swapped = torch.cat((x[..., half:], x[..., :half]), dim=-1)
+    swapped = x.roll(x.shape[-1] // 2, dims=-1)  # the two halves exchanged (a copy)
     return x * angles[:, 0:1] + swapped * angles[:, 1:2]
 
 
