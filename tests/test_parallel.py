@@ -376,3 +376,67 @@ def test_a_workers_result_unpickles_without_torch(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]", done.stdout
+
+
+MARK_EXITS = """
+import atexit
+import os
+import sys
+from pathlib import Path
+
+
+def _mark(event):
+    command = " ".join(sys.orig_argv)
+    kind = "forkserver" if "from multiprocessing.forkserver import main" in command else (
+        "tracker" if "resource_tracker" in command else "audit"
+    )
+    (Path(os.environ["SPECSEED_TEST_EXITS"]) / f"{kind}-{event}-{os.getpid()}").write_text("")
+
+
+_mark("started")
+atexit.register(_mark, "exit-handlers")
+"""
+
+
+@pytest.mark.skipif(
+    "forkserver" not in __import__("multiprocessing").get_all_start_methods(),
+    reason="no forkserver on this platform (workers are spawned)",
+)
+def test_the_forkserver_skips_the_interpreters_teardown_and_the_audit_keeps_its_exit_code(
+    tmp_path: Path,
+) -> None:
+    # Every process runs this sitecustomize's exit handler on a normal exit. The forkserver
+    # must end before it (its teardown with torch loaded was most of a second after the
+    # audit's last line); the audit itself must run it and keep its exit status (1: a defect).
+    hook, exits = tmp_path / "hook", tmp_path / "exits"
+    hook.mkdir()
+    exits.mkdir()
+    (hook / "sitecustomize.py").write_text(MARK_EXITS)
+    model = tmp_path / "model.yaml"
+    model.write_text(
+        "engine:\n  name: reference\n  options: {defects: [neighbor-unseeded]}\n"
+        "scenarios: [batch-composition, distinct-seeds]\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{hook}{os.pathsep}{ROOT / 'src'}",
+        "SPECSEED_TEST_EXITS": str(exits),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "specseed", "audit", str(model), "--no-progress", "--jobs", "2"],
+        capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "on 2 workers" in done.stdout
+    marks = sorted(path.name.rsplit("-", 1)[0] for path in exits.iterdir())
+    assert "forkserver-started" in marks, marks  # the workers came from a forkserver
+    assert "forkserver-exit-handlers" not in marks, marks
+    assert "audit-exit-handlers" in marks, marks
+    # Imported anywhere but a forkserver, the module changes nothing about an exit.
+    plain = subprocess.run(
+        [sys.executable, "-c", "import specseed.run.forkserver_exit, sys; sys.exit(3)"],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert plain.returncode == 3, plain.stderr
+    marks = [path.name.rsplit("-", 1)[0] for path in exits.iterdir()]
+    assert marks.count("audit-exit-handlers") == 2, marks

@@ -103,6 +103,7 @@ PRELOAD = (
     "specseed.distribution.collect",
     "specseed.distribution.analysis",
     "specseed.distribution.twosample",
+    "specseed.run.forkserver_exit",  # last: its exit handler runs first (see the module)
 )
 """Modules the forkserver imports once for every worker it forks."""
 
