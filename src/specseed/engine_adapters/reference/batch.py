@@ -92,8 +92,10 @@ class RowPlan:
     ) -> RowPlan:
         caches: list[KVCache] = []
         sizes: list[int] = []
-        starts: list[int] = []
+        chunk_slots: list[int] = []
         token_ids: list[int] = []
+        slots: list[int] = []
+        positions: list[int] = []
         seen: set[int] = set()
         for number, (cache, tokens) in enumerate(chunks):
             if not isinstance(cache, KVCache) or cache.pool is not pool:
@@ -115,39 +117,20 @@ class RowPlan:
                 raise EngineError(f"{owner}: token id out of range [0, {vocab_size}) in {ids}")
             caches.append(cache)
             sizes.append(len(ids))
-            starts.append(start)
+            chunk_slots.append(cache.slot)
             token_ids.extend(ids)
+            slots.extend([cache.slot] * len(ids))
+            positions.extend(range(start, start + len(ids)))
         device = pool.device
-        chunk_slots = [cache.slot for cache in caches]
-        slot_tensor = torch.tensor(
-            [slot for slot, size in zip(chunk_slots, sizes, strict=True) for _ in range(size)],
-            dtype=torch.int64,
-            device=device,
-        )
-        position_tensor = torch.tensor(
-            [
-                p
-                for start, size in zip(starts, sizes, strict=True)
-                for p in range(start, start + size)
-            ],
-            dtype=torch.int64,
-            device=device,
-        )
+        slot_tensor = torch.tensor(slots, dtype=torch.int64, device=device)
+        position_tensor = torch.tensor(positions, dtype=torch.int64, device=device)
         return cls(
             caches=tuple(caches),
             sizes=tuple(sizes),
             token_ids=torch.tensor(token_ids, dtype=torch.int64, device=device),
             slots=slot_tensor,
             positions=position_tensor,
-            layout=_attention_layout(
-                sizes,
-                chunk_slots,
-                slot_tensor,
-                position_tensor,
-                max_position=max(
-                    (a + n - 1 for a, n in zip(starts, sizes, strict=True) if n), default=0
-                ),
-            ),
+            layout=_attention_layout(sizes, chunk_slots, slot_tensor, positions, position_tensor),
         )
 
     def store_indices(self, pool: KVPool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -225,9 +208,8 @@ def _attention_layout(
     sizes: Sequence[int],
     chunk_slots: Sequence[int],
     row_slots: torch.Tensor,
-    positions: torch.Tensor,
-    *,
-    max_position: int,
+    positions: Sequence[int],
+    position_tensor: torch.Tensor,
 ) -> AttentionLayout:
     """Chunks padded to the longest one, or one row per chunk, whichever moves less data.
 
@@ -238,9 +220,8 @@ def _attention_layout(
     when every chunk has the same size, never when all have one row, and not for a long
     prefill beside short decode chunks.
     """
-    device = positions.device
-    rows = int(positions.shape[0])
-    span = key_span(max_position)  # from the chunks, not the tensor: no device sync
+    rows = len(positions)
+    span = key_span(max(positions, default=0))  # from the lists: no device sync
     live = [size for size in sizes if size]
     longest = max(live, default=1)
     chunks = len(live)
@@ -249,24 +230,20 @@ def _attention_layout(
             chunk_rows=1,
             slots=row_slots,
             span=span,
-            hidden_mask=_hidden_mask(positions, span),
+            hidden_mask=_hidden_mask(position_tensor, span),
             padded_rows=None,
             unpadded_rows=None,
         )
-    slots = torch.tensor(
-        [slot for slot, size in zip(chunk_slots, sizes, strict=True) if size],
-        dtype=torch.int64,
-        device=device,
-    )
-    if all(size == longest for size in live):
+    if chunks * longest == rows:  # every chunk of one size: the rows are the chunks, in order
         return AttentionLayout(
             chunk_rows=longest,
-            slots=slots,
+            slots=row_slots[::longest],
             span=span,
-            hidden_mask=_hidden_mask(positions, span),
+            hidden_mask=_hidden_mask(position_tensor, span),
             padded_rows=None,
             unpadded_rows=None,
         )
+    device = position_tensor.device
     padded: list[int] = []
     unpadded: list[int] = []
     start = 0
@@ -279,9 +256,13 @@ def _attention_layout(
     padded_rows = torch.tensor(padded, dtype=torch.int64, device=device)
     return AttentionLayout(
         chunk_rows=longest,
-        slots=slots,
+        slots=torch.tensor(
+            [slot for slot, size in zip(chunk_slots, sizes, strict=True) if size],
+            dtype=torch.int64,
+            device=device,
+        ),
         span=span,
-        hidden_mask=_hidden_mask(positions.index_select(0, padded_rows), span),
+        hidden_mask=_hidden_mask(position_tensor.index_select(0, padded_rows), span),
         padded_rows=padded_rows,
         unpadded_rows=torch.tensor(unpadded, dtype=torch.int64, device=device),
     )
