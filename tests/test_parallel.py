@@ -440,3 +440,25 @@ def test_the_forkserver_skips_the_interpreters_teardown_and_the_audit_keeps_its_
     assert plain.returncode == 3, plain.stderr
     marks = [path.name.rsplit("-", 1)[0] for path in exits.iterdir()]
     assert marks.count("audit-exit-handlers") == 2, marks
+
+
+def test_workers_keep_torchs_numpy_warning_out_of_the_output(tmp_path: Path) -> None:
+    # Where numpy is not installed (it is no dependency), importing torch warns "Failed to
+    # initialize NumPy". The package filters that one warning before torch loads; the
+    # forkserver must load it first as well, or every parallel audit prints it.
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text("import sys\nsys.modules['numpy'] = None\n")
+    env = {**os.environ, "PYTHONPATH": f"{hook}{os.pathsep}{ROOT / 'src'}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "specseed", "audit", "--no-progress", "--jobs", "2",
+         "-s", "distinct-seeds", "-s", "uptime"],
+        capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "on 2 workers" in done.stdout
+    assert done.stderr == "", done.stderr
+    probe = subprocess.run(
+        [sys.executable, "-c", "import torch"], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert "Failed to initialize NumPy" in probe.stderr  # the hook does hide numpy

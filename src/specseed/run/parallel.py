@@ -97,6 +97,7 @@ def shard(planned: Sequence[PlannedScenario], index: int, count: int) -> list[Pl
 
 
 PRELOAD = (
+    "specseed",  # first: its warning filter must be in place before torch is imported
     "torch",
     "specseed.run.execute",
     "specseed.engine_adapters.reference.engine",
