@@ -73,6 +73,7 @@ class RowPlan:
     positions: torch.Tensor
     """``[rows]`` int64: the row's position in its sequence."""
     layout: AttentionLayout
+    """How the rows meet their caches in attention (padded chunks or one row each)."""
     _store_cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(
         default_factory=dict, repr=False
     )
