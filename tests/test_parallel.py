@@ -247,21 +247,29 @@ def _processes_with(marker: str) -> list[int]:
     return found
 
 
-@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
-def test_a_killed_worker_is_exit_3_naming_the_scenario(tmp_path: Path) -> None:
+def _hooked_audit(
+    tmp_path: Path, sitecustomize: str, *args: str, **env: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
+    """``specseed audit --no-progress --jobs 2 ARGS`` in a fresh process whose every
+    interpreter (the forkserver and workers too) first runs ``sitecustomize``; also returns
+    the environment, for further processes under the same hook."""
     hook = tmp_path / "hook"
     hook.mkdir()
-    (hook / "sitecustomize.py").write_text(KILL_WORKERS)
-    marker = f"SPECSEED_TEST_MARKER={tmp_path.name}"
-    env = {
-        **os.environ,
-        "PYTHONPATH": f"{hook}{os.pathsep}{ROOT / 'src'}",
-        "SPECSEED_TEST_MARKER": tmp_path.name,
-    }
+    (hook / "sitecustomize.py").write_text(sitecustomize)
+    environ = {**os.environ, "PYTHONPATH": f"{hook}{os.pathsep}{ROOT / 'src'}", **env}
     done = subprocess.run(
-        [sys.executable, "-m", "specseed", "audit", "--no-progress", "--jobs", "2",
-         "-s", "distinct-seeds", "-s", "uptime"],
-        capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path,
+        [sys.executable, "-m", "specseed", "audit", "--no-progress", "--jobs", "2", *args],
+        capture_output=True, text=True, timeout=240, env=environ, cwd=tmp_path,
+    )  # fmt: skip
+    return done, environ
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
+def test_a_killed_worker_is_exit_3_naming_the_scenario(tmp_path: Path) -> None:
+    marker = f"SPECSEED_TEST_MARKER={tmp_path.name}"
+    done, _ = _hooked_audit(
+        tmp_path, KILL_WORKERS, "-s", "distinct-seeds", "-s", "uptime",
+        SPECSEED_TEST_MARKER=tmp_path.name,
     )  # fmt: skip
     assert done.returncode == 3, done.stdout + done.stderr
     assert "a worker process died while serving" in done.stderr
@@ -408,24 +416,14 @@ def test_the_forkserver_skips_the_interpreters_teardown_and_the_audit_keeps_its_
     # Every process runs this sitecustomize's exit handler on a normal exit. The forkserver
     # must end before it (its teardown with torch loaded was most of a second after the
     # audit's last line); the audit itself must run it and keep its exit status (1: a defect).
-    hook, exits = tmp_path / "hook", tmp_path / "exits"
-    hook.mkdir()
+    exits = tmp_path / "exits"
     exits.mkdir()
-    (hook / "sitecustomize.py").write_text(MARK_EXITS)
     model = tmp_path / "model.yaml"
     model.write_text(
         "engine:\n  name: reference\n  options: {defects: [neighbor-unseeded]}\n"
         "scenarios: [batch-composition, distinct-seeds]\n"
     )
-    env = {
-        **os.environ,
-        "PYTHONPATH": f"{hook}{os.pathsep}{ROOT / 'src'}",
-        "SPECSEED_TEST_EXITS": str(exits),
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "specseed", "audit", str(model), "--no-progress", "--jobs", "2"],
-        capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path,
-    )  # fmt: skip
+    done, env = _hooked_audit(tmp_path, MARK_EXITS, str(model), SPECSEED_TEST_EXITS=str(exits))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "on 2 workers" in done.stdout
     marks = sorted(path.name.rsplit("-", 1)[0] for path in exits.iterdir())
@@ -446,14 +444,9 @@ def test_workers_keep_torchs_numpy_warning_out_of_the_output(tmp_path: Path) -> 
     # Where numpy is not installed (it is no dependency), importing torch warns "Failed to
     # initialize NumPy". The package filters that one warning before torch loads; the
     # forkserver must load it first as well, or every parallel audit prints it.
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text("import sys\nsys.modules['numpy'] = None\n")
-    env = {**os.environ, "PYTHONPATH": f"{hook}{os.pathsep}{ROOT / 'src'}"}
-    done = subprocess.run(
-        [sys.executable, "-m", "specseed", "audit", "--no-progress", "--jobs", "2",
-         "-s", "distinct-seeds", "-s", "uptime"],
-        capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path,
+    done, env = _hooked_audit(
+        tmp_path, "import sys\nsys.modules['numpy'] = None\n",
+        "-s", "distinct-seeds", "-s", "uptime",
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "on 2 workers" in done.stdout
