@@ -92,6 +92,9 @@ def vllm_server(checkpoint: Path, shim: Path, log: Path, speculative: bool) -> I
         "--model", str(checkpoint / "target"), "--served-model-name", "tiny",
         "--host", "127.0.0.1", "--port", str(port),
         "--dtype", "float32", "--max-model-len", "512", "--max-num-seqs", "8",
+        # As the in-process adapter's default (enforce_eager): torch.compile's warmup took
+        # 33 of the 60 s a server needed to come up on the 2-core machine, idle.
+        "--enforce-eager",
     ]  # fmt: skip
     if speculative:
         config = {

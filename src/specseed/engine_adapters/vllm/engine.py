@@ -131,6 +131,8 @@ class VllmEngine(EngineAdapter):
         import torch
 
         self._torch = torch
+        if settings.device == "cpu":
+            _serve_on_one_thread(torch)
         self._llm: Any = None
         self._key: tuple[Any, ...] | None = None
         self._tokenizer: Any = None
@@ -342,12 +344,30 @@ class VllmEngine(EngineAdapter):
             "vllm": str(getattr(self._vllm, "__version__", "unknown")),
             "python": platform.python_version(),
             "torch": torch.__version__,
+            "torch_threads": str(torch.get_num_threads()),
             "device": self.settings.device,
             "platform": platform.platform(),
             "model": str(self.settings.checkpoint),
             "draft": str(self.settings.draft_checkpoint),
             "multiprocessing": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", ""),
         }
+
+
+def _serve_on_one_thread(torch: Any) -> None:
+    """Give torch one intra-op thread for serving on the CPU, as vLLM means to.
+
+    vLLM 0.32.0 sets torch to one thread once an engine has started
+    (``vllm/utils/torch_utils.py`` ``set_torch_threads_for_runtime``: multi-threaded ops in
+    the step loop leave OpenMP workers spinning against the step's serial code), unless
+    ``OMP_NUM_THREADS`` is set. In-process on the CPU that call does nothing: the CPU
+    worker's ``init_device`` (``vllm/v1/worker/cpu_worker.py``) has replaced
+    ``torch.set_num_threads`` with a no-op first. So the engine served on every core, and
+    on a machine with other work its threads spun against it: the built-in audit took 106 s
+    beside one busy process on 2 cores against 41 s on one thread. Set here, before the
+    first engine starts; vLLM's replacement then keeps it for the process.
+    """
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(1)
 
 
 @contextmanager
