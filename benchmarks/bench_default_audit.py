@@ -129,6 +129,7 @@ def split_child() -> None:
     for name in ("_sample_call", "_kernel_verify"):
         split.wrap(run_class, name, "sampling, verification", within="step loop")
     split.wrap(execute, "run_guarded", "step loop")
+    split.wrap(execute, "run_all_guarded", "step loop")  # a scenario's runs side by side
     split.wrap(execute, "evaluate", "checks: runner")
 
     def timed_check(label: str, func: Callable[..., Any]) -> Callable[..., Any]:

@@ -120,13 +120,13 @@ def test_a_given_engine_is_used_instead_of_loading_one() -> None:
     audit_config = config()
     adapter = create_adapter(base_settings(audit_config, Path.cwd()))
     served: list[str] = []
-    serve = adapter.serve
+    start_run = adapter.start_run  # every run starts here, alone or side by side
 
-    def counting(plan, recorder):  # type: ignore[no-untyped-def]
+    def counting(plan):  # type: ignore[no-untyped-def]
         served.append(plan.run)
-        return serve(plan, recorder)
+        return start_run(plan)
 
-    adapter.serve = counting  # type: ignore[method-assign]
+    adapter.start_run = counting  # type: ignore[method-assign]
     audit = Audit.from_config(audit_config, Path.cwd(), adapter=adapter)
     assert audit.run().exit_code == EXIT_OK
     assert served

@@ -50,23 +50,35 @@ def _same(want: Event, function: str, row: TapRow, *, given: bool) -> bool:
 
 
 def unmatched(tap: FlashinferTap, traces: Sequence[RunTrace]) -> tuple[list[Event], int]:
-    """(trace events no tap row accounts for, tap rows left over).
+    """(trace events no tap row accounts for, tap rows left over), under the matching that
+    accounts for the most events: a tap row that would fit several events (one run's draws
+    beside another's on the same seed and offset, a discarded row whose tokens the trace
+    cannot say) is not taken by the first event that fits, if another needs it.
 
     A tap row's state is the one the kernel used; where a release reads only element 0
     (``call.element0``) the engine's trace holds what it asked for, which the tap records as
     ``seed_given``/``offset_given``: those rows are matched on that.
     """
     rows = [(call.function, row, call.element0) for call, row in tap.rows()]
-    left = list(range(len(rows)))
-    missing: list[Event] = []
-    for trace in traces:
-        for want in trace_events(trace):
-            hit = next(
-                (i for i in left if _same(want, rows[i][0], rows[i][1], given=rows[i][2])),
-                None,
-            )
-            if hit is None:
-                missing.append(want)
-            else:
-                left.remove(hit)
-    return missing, len(left)
+    events = [want for trace in traces for want in trace_events(trace)]
+    fits = [
+        [
+            i
+            for i, (function, row, given) in enumerate(rows)
+            if _same(want, function, row, given=given)
+        ]
+        for want in events
+    ]
+    owner: dict[int, int] = {}  # tap row -> event
+
+    def assign(event: int, seen: set[int]) -> bool:  # an augmenting path (Kuhn's algorithm)
+        for i in fits[event]:
+            if i not in seen:
+                seen.add(i)
+                if i not in owner or assign(owner[i], seen):
+                    owner[i] = event
+                    return True
+        return False
+
+    missing = [want for event, want in enumerate(events) if not assign(event, set())]
+    return missing, len(rows) - len(owner)

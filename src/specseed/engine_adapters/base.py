@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 import traceback
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -160,6 +160,19 @@ class RunStart:
     check that would read it says skip with this reason."""
 
 
+@dataclass(frozen=True)
+class RunOutcome:
+    """How one run served side by side with others ended
+    (:meth:`EngineAdapter.serve_side_by_side`)."""
+
+    outputs: Mapping[str, tuple[int, ...]] | None
+    """Each scenario request's tokens (None when the run failed)."""
+    error: Exception | None
+    """What the run raised, when it failed."""
+    ended: float
+    """``time.perf_counter()`` when the run ended."""
+
+
 def plain_environment(environment: Mapping[str, object]) -> dict[str, str]:
     """An engine's environment as plain strings. ``torch.__version__`` is a ``str`` subclass
     defined in torch: kept as it is, every pickle of a trace header (``--jobs`` results)
@@ -232,13 +245,23 @@ class EngineAdapter(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release engine resources."""
 
+    def serves_side_by_side(self) -> bool:
+        """Whether :meth:`serve_side_by_side` can serve several runs at once, each exactly as
+        it would be served alone (default: no, runs are served one after another)."""
+        return False
+
+    def serve_side_by_side(self, runs: Sequence[tuple[RunPlan, TraceRecorder]]) -> list[RunOutcome]:
+        """Serve ``runs`` at once, each on a fresh engine state and recorded as :meth:`serve`
+        records it alone; one outcome per run, in order. Called only where
+        :meth:`serves_side_by_side` says so."""
+        raise NotImplementedError(f"engine {self.name} serves runs one after another")
+
     # -- the lifecycle (owned by the base class) ---------------------------------------------
 
     def run(self, plan: RunPlan, recorder: TraceRecorder) -> RunTrace:
         """Serve ``plan``: header, the adapter's :meth:`serve`, end. Never raises for a failure
         inside the run: it becomes the end record's ``failure``."""
         started = time.perf_counter()
-        failure: EngineFailure | None = None
         outputs: dict[str, tuple[int, ...]] = {}
         try:
             start = self.start_run(plan)
@@ -246,13 +269,47 @@ class EngineAdapter(ABC):
             if start.not_served is None:
                 outputs = dict(self.serve(plan, recorder))
         except Exception as exc:  # an engine crash is evidence, not a reason to stop the audit
-            failure = failure_from(exc, recorder)
-            if not recorder.has_header:
-                recorder.header(self._header(plan, RunStart()))
-            outputs = recorder.emitted_outputs()
-        return recorder.end(
-            RunEnd(outputs=outputs, failure=failure, seconds=time.perf_counter() - started)
-        )
+            return recorder.end(self._failed(exc, plan, recorder, time.perf_counter() - started))
+        return recorder.end(RunEnd(outputs=outputs, seconds=time.perf_counter() - started))
+
+    def run_all(self, runs: Sequence[tuple[RunPlan, TraceRecorder]]) -> list[RunTrace]:
+        """Serve several runs (a scenario's), each recorded as :meth:`run` records it: side
+        by side where the engine can (:meth:`serves_side_by_side`), else one after another.
+        Never raises for a failure inside a run."""
+        if len(runs) < 2 or not self.serves_side_by_side():
+            return [self.run(plan, recorder) for plan, recorder in runs]
+        started = time.perf_counter()
+        ends: dict[int, RunEnd] = {}
+        served: list[int] = []
+        for index, (plan, recorder) in enumerate(runs):
+            try:
+                start = self.start_run(plan)
+                recorder.header(self._header(plan, start))
+            except Exception as exc:
+                ends[index] = self._failed(exc, plan, recorder, time.perf_counter() - started)
+                continue
+            if start.not_served is None:
+                served.append(index)
+            else:
+                ends[index] = RunEnd(outputs={}, seconds=time.perf_counter() - started)
+        outcomes = self.serve_side_by_side([runs[i] for i in served]) if served else []
+        for index, outcome in zip(served, outcomes, strict=True):
+            plan, recorder = runs[index]
+            seconds = outcome.ended - started
+            if outcome.error is not None:
+                ends[index] = self._failed(outcome.error, plan, recorder, seconds)
+            else:
+                ends[index] = RunEnd(outputs=dict(outcome.outputs or {}), seconds=seconds)
+        return [recorder.end(ends[index]) for index, (_, recorder) in enumerate(runs)]
+
+    def _failed(
+        self, exc: Exception, plan: RunPlan, recorder: TraceRecorder, seconds: float
+    ) -> RunEnd:
+        """A run's end record when it raised: the failure, and what it emitted before."""
+        failure = failure_from(exc, recorder)
+        if not recorder.has_header:
+            recorder.header(self._header(plan, RunStart()))
+        return RunEnd(outputs=recorder.emitted_outputs(), failure=failure, seconds=seconds)
 
     def _header(self, plan: RunPlan, start: RunStart) -> RunHeader:
         traffic = (*warmup_requests(plan), *plan.prior_traffic, *plan.requests)

@@ -173,30 +173,48 @@ def _interrupted_end(exc: KeyboardInterrupt, recorder: TraceRecorder) -> RunEnd:
 
 
 def run_guarded(engine: EngineAdapter, plan: RunPlan, recorder: TraceRecorder) -> RunTrace:
-    """``engine.run``, guarded: an adapter that raises anyway still yields a trace with its
-    failure, an interrupt ends the trace with an ``Interrupted`` failure before it goes on up,
-    and the trace file is closed whatever happens."""
+    """``engine.run``, guarded (:func:`run_all_guarded` with one run)."""
+    return run_all_guarded(engine, [(plan, recorder)])[0]
+
+
+def run_all_guarded(
+    engine: EngineAdapter, runs: Sequence[tuple[RunPlan, TraceRecorder]]
+) -> list[RunTrace]:
+    """``engine.run_all`` (``engine.run`` for one run), guarded: an adapter that raises
+    anyway still yields traces with its failure, an interrupt ends every open trace with an
+    ``Interrupted`` failure before it goes on up, and the trace files are closed whatever
+    happens."""
+    recorders = [recorder for _, recorder in runs]
     try:
-        return engine.run(plan, recorder)
+        return engine.run_all(runs) if len(runs) > 1 else [engine.run(*runs[0])]
     except KeyboardInterrupt as exc:
-        if recorder.has_header and not recorder.ended:
-            recorder.end(_interrupted_end(exc, recorder))
+        for recorder in recorders:
+            if recorder.has_header and not recorder.ended:
+                recorder.end(_interrupted_end(exc, recorder))
         raise
     except Exception as exc:
-        if recorder.ended or not recorder.has_header:
+        if all(r.ended for r in recorders) or not all(r.has_header for r in recorders):
+            names = ", ".join(f"{plan.scenario}/{plan.run}" for plan, _ in runs)
             raise EngineError(
-                f"engine {engine.name} failed outside a run ({plan.scenario}/{plan.run}): "
-                f"{type(exc).__name__}: {exc}"
+                f"engine {engine.name} failed outside a run ({names}): {type(exc).__name__}: {exc}"
             ) from exc
-        failure = failure_from(exc, recorder)
-        return recorder.end(RunEnd(outputs=recorder.emitted_outputs(), failure=failure))
+        return [
+            recorder.trace
+            if recorder.ended
+            else recorder.end(
+                RunEnd(outputs=recorder.emitted_outputs(), failure=failure_from(exc, recorder))
+            )
+            for recorder in recorders
+        ]
     finally:
-        recorder.close()
+        for recorder in recorders:
+            recorder.close()
 
 
-def _unwritten(recorder: TraceRecorder, path: Path) -> str | None:
-    if recorder.write_error is None:
+def _unwritten(recorder: TraceRecorder) -> str | None:
+    if recorder.write_error is None or recorder.path is None:
         return None
+    path = recorder.path
     held = recorder.written_steps
     return (
         f"{path}: {recorder.write_error.message.removeprefix(f'cannot write the trace {path}: ')}"
@@ -223,7 +241,8 @@ def serve_scenario(
     started = time.perf_counter()
     traces: dict[str, RunTrace] = {}
     missing: list[str] = []
-    for plan in item.plans:
+
+    def recorder_for(plan: RunPlan) -> TraceRecorder:
         emit(RunStarted(plan.scenario, plan.run))
         writer = (
             trace_writer(plan.scenario, plan.run)
@@ -232,14 +251,23 @@ def serve_scenario(
             if trace_dir is not None
             else None
         )
-        recorder = TraceRecorder(writer)
-        trace = run_guarded(engine, plan, recorder)
-        if writer is not None:
-            problem = _unwritten(recorder, writer.path)
-            if problem is not None:
-                missing.append(problem)
+        return TraceRecorder(writer)
+
+    def served(plan: RunPlan, recorder: TraceRecorder, trace: RunTrace) -> None:
+        problem = _unwritten(recorder)
+        if problem is not None:
+            missing.append(problem)
         traces[plan.run] = trace
         emit(RunFinished(plan.scenario, plan.run, trace.end.seconds, trace.failed))
+
+    if len(item.plans) > 1 and engine.serves_side_by_side():
+        runs = [(plan, recorder_for(plan)) for plan in item.plans]
+        for (plan, recorder), trace in zip(runs, run_all_guarded(engine, runs), strict=True):
+            served(plan, recorder, trace)
+    else:
+        for plan in item.plans:
+            recorder = recorder_for(plan)
+            served(plan, recorder, run_guarded(engine, plan, recorder))
     evidence: dict[str, Any] = {}
     findings = evaluate(item.scenario, traces, config.engine.contract, config.checks.skip, evidence)
     return ScenarioResult(

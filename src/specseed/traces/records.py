@@ -535,6 +535,8 @@ class TraceRecorder:
 
     def __init__(self, writer: TraceWriter | None = None) -> None:
         self._writer = writer
+        self.path: Path | None = writer.path if writer is not None else None
+        """The trace file (None: the run is kept in memory only)."""
         self.write_error: TraceWriteError | None = None
         """Why the trace file stopped being written (None: it was not, or fully written).
         The run itself goes on in memory: a failing disk is not an engine failure."""
@@ -542,7 +544,7 @@ class TraceRecorder:
         """Step records that reached the trace file."""
         self._header: RunHeader | None = None
         self._steps: list[StepRecord] = []
-        self._ended = False
+        self._end: RunEnd | None = None
         self.position: tuple[int, Phase, int] = (-1, "warmup", 0)
         """(step, phase, batch size) the engine is at, as last reported by the adapter."""
 
@@ -556,7 +558,14 @@ class TraceRecorder:
 
     @property
     def ended(self) -> bool:
-        return self._ended
+        return self._end is not None
+
+    @property
+    def trace(self) -> RunTrace:
+        """The run as recorded, once it has ended."""
+        if self._header is None or self._end is None:
+            raise RuntimeError("the run has not ended")
+        return RunTrace(header=self._header, steps=tuple(self._steps), end=self._end)
 
     def at(self, step: int, phase: Phase, batch_size: int) -> None:
         """Note where the engine is (used if the run fails before the next note)."""
@@ -595,9 +604,9 @@ class TraceRecorder:
     def end(self, end: RunEnd) -> RunTrace:
         if self._header is None:
             raise RuntimeError("a run ended before its header was recorded")
-        self._ended = True
+        self._end = end
         self._to_file(lambda w: w.end(end))
-        return RunTrace(header=self._header, steps=tuple(self._steps), end=end)
+        return self.trace
 
     def close(self) -> None:
         """Close the trace file (idempotent); a run without an end record stays truncated."""

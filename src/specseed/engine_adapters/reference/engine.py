@@ -31,6 +31,7 @@ from specseed.engine_adapters.base import (
     EngineAdapter,
     EngineSettings,
     RequestPlan,
+    RunOutcome,
     RunPlan,
     RunStart,
     options_of,
@@ -38,6 +39,12 @@ from specseed.engine_adapters.base import (
 )
 from specseed.engine_adapters.reference import sampler
 from specseed.engine_adapters.reference.info import ENGINE
+from specseed.engine_adapters.reference.lockstep import (
+    ForwardCall,
+    Program,
+    serve_alone,
+    serve_side_by_side,
+)
 from specseed.engine_adapters.reference.model import (
     Eagle3DraftHead,
     KVCache,
@@ -219,8 +226,33 @@ class ReferenceEngine(EngineAdapter):
         return options.rng_profile or plan.settings.contract
 
     def serve(self, plan: RunPlan, recorder: TraceRecorder) -> dict[str, tuple[int, ...]]:
+        with self._serving():
+            return serve_alone(_program(self, plan, recorder))
+
+    def serves_side_by_side(self) -> bool:
+        # Merged forwards keep every run's bits only where the numerics are batch-invariant,
+        # which is promised (and tested) on the CPU, not on CUDA.
+        return self.device.type == "cpu"
+
+    def serve_side_by_side(self, runs: Sequence[tuple[RunPlan, TraceRecorder]]) -> list[RunOutcome]:
+        """Every run on a fresh engine state of its own, in lockstep: each round, the runs'
+        target forwards are one call and their draft forwards another (``lockstep``)."""
+        with self._serving():
+            ended = serve_side_by_side([_program(self, plan, rec) for plan, rec in runs])
+        return [RunOutcome(outputs=e.value, error=e.error, ended=e.ended) for e in ended]
+
+    @contextmanager
+    def _serving(self) -> Iterator[None]:
         with _cpu_threads(1 if self.device.type == "cpu" else None), torch.inference_mode():
-            return _EngineRun(self, plan, recorder).serve()
+            yield
+
+
+def _program(
+    engine: ReferenceEngine, plan: RunPlan, recorder: TraceRecorder
+) -> Program[dict[str, tuple[int, ...]]]:
+    """One run's step loop; the engine state is made when the program starts, so a run whose
+    state cannot be made fails alone."""
+    return (yield from _EngineRun(engine, plan, recorder).serve())
 
 
 class ContinuousBatcher:
@@ -243,8 +275,9 @@ class ContinuousBatcher:
         """True while a request is active or the overlap scheduler holds unapplied results."""
         return bool(self.active or self.pending)
 
-    def step(self, arrival: Callable[[], _Request | None]) -> None:
-        """One engine step; ``arrival()`` yields the next request to admit, or None."""
+    def step(self, arrival: Callable[[], _Request | None]) -> Program[None]:
+        """One engine step; ``arrival()`` yields the next request to admit, or None. A program
+        (``lockstep``): it yields the step's forward calls."""
         run = self.run
         # Prepare this step from the host's view of the engine.
         for request in list(self.active):
@@ -265,7 +298,7 @@ class ContinuousBatcher:
             run._apply(self.pending)
             self.pending = None
         if rows:
-            run._compute(rows)
+            yield from run._compute(rows)
             if run.settings.overlap_scheduler:
                 self.pending = rows
             else:
@@ -316,17 +349,19 @@ class _EngineRun:
 
     # -- run ----------------------------------------------------------------------------
 
-    def serve(self) -> dict[str, tuple[int, ...]]:
+    def serve(self) -> Program[dict[str, tuple[int, ...]]]:
+        """The run, as a program (``lockstep``): yields its forward calls, returns each
+        scenario request's tokens."""
         prior = [self._new_request(p) for p in self.plan.prior_traffic]
         scenario = [self._new_request(p) for p in self.plan.requests]
         warmup = [self._new_request(p) for p in warmup_requests(self.plan)]
         for number in range(len(self.plan.warmup_batches)):
-            self._warmup([r for r in warmup if r.plan.warmup_batch == number])
+            yield from self._warmup([r for r in warmup if r.plan.warmup_batch == number])
         if prior:
             self.phase = "prior"
-            self._serve(prior)
+            yield from self._serve(prior)
         self.phase = "scenario"
-        self._serve(scenario)
+        yield from self._serve(scenario)
         return {r.plan.request_id: tuple(r.output) for r in scenario}
 
     def _new_request(self, plan: RequestPlan) -> _Request:
@@ -340,20 +375,20 @@ class _EngineRun:
 
     # -- warmup and serving ---------------------------------------------------------------
 
-    def _warmup(self, batch: Sequence[_Request]) -> None:
+    def _warmup(self, batch: Sequence[_Request]) -> Program[None]:
         """One warmup batch, run together whatever ``max_num_requests`` says."""
         self.phase = "warmup"
         for i, request in enumerate(batch):
             self._admit(request, slot=i)
         while not all(r.done for r in batch):
             rows = [self._prepare(r, i) for i, r in enumerate(r for r in batch if not r.done)]
-            self._compute(rows)
+            yield from self._compute(rows)
             self._apply(rows)
             self.step += 1
         for request in batch:
             request.release()
 
-    def _serve(self, requests: Sequence[_Request]) -> None:
+    def _serve(self, requests: Sequence[_Request]) -> Program[None]:
         """Continuous batching of ``requests`` until all are done."""
         order = sorted(range(len(requests)), key=lambda i: (requests[i].plan.arrival_step, i))
         waiting = deque(requests[i] for i in order)
@@ -366,7 +401,7 @@ class _EngineRun:
             return None
 
         while waiting or batcher.busy:
-            batcher.step(arrived)
+            yield from batcher.step(arrived)
 
     def _prepare(self, request: _Request, row: int) -> _Row:
         decoding_iter = request.scheduled_iters
@@ -390,13 +425,13 @@ class _EngineRun:
 
     # -- one engine step ------------------------------------------------------------------
 
-    def _compute(self, rows: Sequence[_Row]) -> None:
+    def _compute(self, rows: Sequence[_Row]) -> Program[None]:
         self.batch_size = len(rows)
         self.recorder.at(self.step, self.phase, len(rows))
         live = [r for r in rows if not r.request.done]
         outcomes = {id(r): _RowOutcome() for r in rows}
         if live:
-            self._run_live(live, outcomes)
+            yield from self._run_live(live, outcomes)
         self.recorder.step(
             StepRecord(
                 step=self.step,
@@ -425,7 +460,7 @@ class _EngineRun:
             discarded=discarded,
         )
 
-    def _run_live(self, live: Sequence[_Row], outcomes: dict[int, _RowOutcome]) -> None:
+    def _run_live(self, live: Sequence[_Row], outcomes: dict[int, _RowOutcome]) -> Program[None]:
         target = self.engine.target
         inputs = []
         for row in live:
@@ -435,8 +470,9 @@ class _EngineRun:
             else:
                 inputs.append([request.last_token, *request.drafts])
         cache_lengths = [row.request.target.length for row in live]
-        outputs = target.forward(
-            [(row.request.target, tokens) for row, tokens in zip(live, inputs, strict=True)]
+        outputs = yield ForwardCall(
+            target,
+            [(row.request.target, tokens) for row, tokens in zip(live, inputs, strict=True)],
         )
         # Logits rows that decide tokens: the prompt's last row, or the K + 1 verification rows.
         decide: list[torch.Tensor] = []
@@ -473,7 +509,7 @@ class _EngineRun:
                 if not row.request.done
             ]
             if drafting:
-                self._draft(drafting, outcomes)
+                yield from self._draft(drafting, outcomes)
 
     def _choose_tokens(
         self,
@@ -644,7 +680,7 @@ class _EngineRun:
         self,
         drafting: Sequence[tuple[_Row, object, int]],
         outcomes: dict[int, _RowOutcome],
-    ) -> None:
+    ) -> Program[None]:
         """K draft steps for every row still running, batched per step."""
         draft = self.engine.draft
         chunks = []
@@ -663,7 +699,7 @@ class _EngineRun:
         proposals: list[list[int]] = [[] for _ in rows]
         q_rows: list[list[torch.Tensor]] = [[] for _ in rows]
         for step in range(self.max_draft_len):
-            results = draft.forward(chunks)
+            results = yield ForwardCall(draft, chunks)
             last_logits = [r.logits[-1].float().cpu() for r in results]
             chosen = [0] * len(rows)
             sampled = [i for i, row in enumerate(rows) if not row.request.plan.greedy]

@@ -30,6 +30,7 @@ from specseed.engine_adapters.reference.engine import (
     _EngineRun,
     _Request,
 )
+from specseed.engine_adapters.reference.lockstep import serve_alone
 from specseed.traces.records import StepRecord, TraceRecorder
 
 
@@ -189,7 +190,7 @@ class LiveEngine:
                 if not (self._batcher.busy or self._waiting):
                     continue
                 try:
-                    self._batcher.step(self._next_arrival)
+                    serve_alone(self._batcher.step(self._next_arrival))
                 except Exception as exc:  # a crashed step fails its requests, not the server
                     self._fail_all(f"{type(exc).__name__}: {exc}")
                     continue
