@@ -455,3 +455,45 @@ def test_workers_keep_torchs_numpy_warning_out_of_the_output(tmp_path: Path) -> 
         [sys.executable, "-c", "import torch"], capture_output=True, text=True, timeout=120, env=env
     )
     assert "Failed to initialize NumPy" in probe.stderr  # the hook does hide numpy
+
+
+MARK_PRELOADED = """
+import os
+import sys
+from pathlib import Path
+
+if "from multiprocessing.forkserver import main" in " ".join(sys.orig_argv):
+
+    class _Preloaded:
+        # Marks the moment the forkserver reaches the last module it preloads.
+        def find_spec(self, name, path=None, target=None):
+            if name == "specseed.run.forkserver_exit":
+                (Path(os.environ["SPECSEED_TEST_EXITS"]) / "preloaded").write_text("")
+            return None
+
+    sys.meta_path.insert(0, _Preloaded())
+"""
+
+
+@pytest.mark.skipif(
+    "forkserver" not in __import__("multiprocessing").get_all_start_methods()
+    or not Path("/proc/self/environ").exists(),
+    reason="needs a forkserver and Linux /proc",
+)
+def test_a_forkserver_started_early_that_no_pool_used_does_not_hold_up_the_exit(
+    tmp_path: Path,
+) -> None:
+    # The default audit starts its workers' server before it reads its flags in full; a bad
+    # flag then ends the audit with no pool, and the server (still importing torch) is
+    # killed, not waited for, and outlives nothing.
+    exits = tmp_path / "exits"
+    exits.mkdir()
+    marker = f"SPECSEED_TEST_MARKER={tmp_path.name}"
+    done, _ = _hooked_audit(
+        tmp_path, MARK_PRELOADED, "--jobs", "many",
+        SPECSEED_TEST_EXITS=str(exits), SPECSEED_TEST_MARKER=tmp_path.name,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--jobs many" in done.stderr
+    assert not (exits / "preloaded").exists()  # killed mid-import: the exit did not wait
+    assert _processes_with(marker) == []

@@ -143,6 +143,12 @@ def audit(
     ] = False,
 ) -> None:
     """Replay scenarios on an engine and check reproducibility invariants."""
+    if model_yaml is None and not (scenario or matrix or shard_spec) and jobs.strip() != "1":
+        # The default audit runs on workers (--jobs auto on more than one CPU): their
+        # server's imports (torch) start now, beside this process's own imports and planning.
+        from specseed.run.forkserver import start_early
+
+        start_early()
     from specseed.audit.audit import Audit
     from specseed.audit.outputs import AuditOutputs
     from specseed.cli.interrupts import InterruptGuard

@@ -11,9 +11,9 @@ those of a serial audit; results are put back in the planned order. The parent h
 ``--trace-dir`` lock; workers write their runs' traces into it.
 
 Workers start from a ``forkserver`` that has imported torch and the engine modules once
-(:data:`PRELOAD`), so a worker is ready in milliseconds instead of paying the imports again
-(about a second each on a 2-core machine, which made ``--jobs 2`` slower than serial there);
-the forkserver itself never runs torch, so no OpenMP pool is forked. Where there is no
+(``run/forkserver.py``), so a worker is ready in milliseconds instead of paying the imports
+again (about a second each on a 2-core machine, which made ``--jobs 2`` slower than serial
+there); the forkserver itself never runs torch, so no OpenMP pool is forked. Where there is no
 forkserver (not POSIX) workers are spawned. Scenarios are handed out largest first (by the
 tokens their runs ask for, :func:`scenario_cost`), so the longest one does not start last and
 leave the other workers idle.
@@ -27,7 +27,6 @@ with ``EngineError`` (exit 3) naming the scenarios that were in flight.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import multiprocessing
 import os
@@ -45,6 +44,8 @@ from specseed.core.errors import AuditInterrupted, EngineError, InputError, Scen
 from specseed.engine_adapters.base import EngineAdapter, EngineSettings, plain_environment
 from specseed.plan.planning import PlannedScenario, engine_settings
 from specseed.run.execute import create_adapter, run_audit, serve_scenario
+from specseed.run.forkserver import context as _context
+from specseed.run.forkserver import usable_cpus
 from specseed.run.results import (
     AuditResult,
     AuditStarted,
@@ -96,19 +97,6 @@ def shard(planned: Sequence[PlannedScenario], index: int, count: int) -> list[Pl
     return [p for p in planned if p.scenario.name in mine]
 
 
-PRELOAD = (
-    "specseed",  # first: its warning filter must be in place before torch is imported
-    "torch",
-    "specseed.run.execute",
-    "specseed.engine_adapters.reference.engine",
-    "specseed.distribution.collect",
-    "specseed.distribution.analysis",
-    "specseed.distribution.twosample",
-    "specseed.run.forkserver_exit",  # last: its exit handler runs first (see the module)
-)
-"""Modules the forkserver imports once for every worker it forks."""
-
-
 def scenario_cost(item: PlannedScenario) -> int:
     """Tokens a scenario's runs ask for (warmup, prior traffic and scenario requests): the
     order of handing scenarios to workers, largest first."""
@@ -119,40 +107,6 @@ def scenario_cost(item: PlannedScenario) -> int:
         for plan in item.plans
         for request in (*warmup_requests(plan), *plan.prior_traffic, *plan.requests)
     )
-
-
-_AT_EXIT: list[Callable[[], None]] = []
-"""What this process registered with ``atexit`` (once each)."""
-
-
-def _context() -> multiprocessing.context.BaseContext:
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["__main__", *PRELOAD])
-        if _stop_forkserver not in _AT_EXIT:
-            _AT_EXIT.append(_stop_forkserver)
-            atexit.register(_stop_forkserver)
-        return context
-    return multiprocessing.get_context("spawn")
-
-
-def _stop_forkserver() -> None:
-    """At exit: stop the forkserver and multiprocessing's resource tracker, and wait for
-    them. Left alone they notice the parent's end only a moment later, outliving the audit.
-    multiprocessing's own exit work (finalizers that unlink the pools' semaphores) runs
-    first, as it would have before them. The three are private; a Python without them
-    leaves the servers as they were."""
-    from multiprocessing import forkserver, resource_tracker, util
-
-    steps = (
-        getattr(util, "_exit_function", None),
-        getattr(getattr(forkserver, "_forkserver", None), "_stop", None),
-        getattr(getattr(resource_tracker, "_resource_tracker", None), "_stop", None),
-    )
-    for step in steps:
-        if step is not None:
-            with contextlib.suppress(Exception):
-                step()
 
 
 AUTO_ENGINES = frozenset({"reference"})
@@ -191,10 +145,7 @@ def resolve_jobs(jobs: int | str, config: AuditConfig, planned: Sequence[Planned
 
 
 def _cpu_count() -> int:
-    """CPUs this process may run on (the affinity mask where the platform has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
+    return usable_cpus()
 
 
 # -- worker processes ---------------------------------------------------------------------
