@@ -9,7 +9,7 @@ is importable. Skipped otherwise. Both servers listen on 127.0.0.1, every wait i
 and both are killed when the test ends. Each runs as one process on one thread
 (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, ``--distributed-executor-backend uni``,
 ``OMP_NUM_THREADS=1``) without torch.compile (``--enforce-eager``, as the in-process adapter's
-default): the two start in 17 s side by side instead of 38 s (three processes each, their
+default): the two start in 21 s side by side instead of 38 s (three processes each, their
 workers both pinned to CPU 0 by vLLM's binding), and spin against nothing else the suite runs.
 
 The test holds what must be true of any engine audited over HTTP: the audit finishes (exit
