@@ -1,7 +1,7 @@
 """flashinfer sampling through specseed's backend and tap, against the raw kernels (GPU only).
 
     python benchmarks/bench_flashinfer.py [--batch 1024] [--vocab 128256] [--iters 50]
-        [--engine] [--engine-tokens 64]
+        [--baseline-tap FILE] [--breakdown] [--engine] [--engine-tokens 64]
 
 Prints, side by side in one run, per call (median of ``--iters`` calls after warm-up, each
 timed from the call until the GPU finished it, inputs already on the GPU):
@@ -12,12 +12,16 @@ timed from the call until the GPU finished it, inputs already on the GPU):
    within 1.1x). The top-k/top-p row asks the backend for no draw counts (the count replays on
    the CPU twin, which is an audit cost, not a sampling cost).
 2. the raw call with the flashinfer tap installed, and the tap's overhead as a ratio (goal:
-   within 1.3x): loops of ``--iters`` calls, the tapped loop including the read of
-   ``tap.calls`` that copies the recordings to the host ("copy"), and that read plus the
-   last call's rows ("tapped", the measure of earlier runs); "+rows" builds every row of
-   every call (what an audit reads afterwards, once, after the run); with
-   ``--baseline-tap FILE`` (a ``flashinfer_tap.py`` of another commit) "base" is that tap's
-   ratio, measured in the same run;
+   within 1.3x): loops of ``--iters`` calls ("loop": the raw calls, ms per call), the tapped
+   loop including the read of ``tap.calls`` that copies the recordings to the host ("copy"),
+   and that read plus the last call's rows ("tapped", the measure of earlier runs); "+rows"
+   builds every row of every call (what an audit reads afterwards, once, after the run); with
+   ``--baseline-tap FILE`` (a ``flashinfer_tap.py`` of another commit) "b.tap" and "b.copy"
+   are that tap's "tapped" and "copy", measured in the same run. ``--breakdown`` adds where a
+   tapped loop's time goes, per tap: host microseconds per call (no synchronisation), the
+   read of ``calls`` and the last call's rows (ms, after the GPU finished), and the loop with
+   the raw call followed by two small copy kernels and no Python ("2 copies": what a tapped
+   call's device copies cost alone);
 3. the backend serving the ``ideal`` contract (subsequence 0 for every row), which takes one
    launch per row.
 
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import importlib.util
 import statistics
 import sys
@@ -83,6 +88,57 @@ def wall_ms(fn: Callable[[], object], iters: int, warmup: int = 1) -> float:
     return statistics.median(times)
 
 
+def host_us(fn: Callable[[], object], iters: int) -> float:
+    """Median host microseconds per call of ``iters`` calls issued without synchronising
+    (5 loops; the GPU runs behind)."""
+    loops = []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        loops.append((time.perf_counter() - start) * 1e6 / iters)
+    torch.cuda.synchronize()
+    return statistics.median(loops)
+
+
+def tapped_parts(
+    tap_class: type[FlashinferTap], fs: object, fn: Callable[[], object], iters: int
+) -> tuple[float, float, float]:
+    """A tap's (host us per call, ms to read ``calls`` once the GPU finished, ms to build the
+    last call's rows), medians of 5 loops of ``iters`` calls."""
+    host, read, rows = [], [], []
+    with tap_class(fs) as tap:  # type: ignore[arg-type]
+        fn()
+        len(tap.calls[-1].rows)
+        for _ in range(5):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            host.append((time.perf_counter() - start) * 1e6 / iters)
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            calls = tap.calls
+            read.append((time.perf_counter() - start) * 1e3)
+            start = time.perf_counter()
+            len(calls[-1].rows)
+            rows.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(host), statistics.median(read), statistics.median(rows)
+
+
+def two_copies(fn: Callable[[], object], seeds: torch.Tensor, offsets: torch.Tensor) -> object:
+    """A raw call, then two small copy kernels as a tapped call makes (seed/offset, tokens)."""
+    result = fn()
+    tokens = result[0] if isinstance(result, tuple) else result
+    assert isinstance(tokens, torch.Tensor)
+    return torch.cat((seeds, offsets)), tokens.clone()
+
+
+def none() -> None:
+    return None
+
+
 def load_tap(path: str | None) -> type[FlashinferTap] | None:
     """``FlashinferTap`` of another copy of the tap module (the side-by-side baseline)."""
     if not path:
@@ -102,7 +158,9 @@ def read_all(tap: FlashinferTap) -> int:
     return rows
 
 
-def kernels(batch: int, vocab: int, iters: int, baseline: str | None = None) -> None:
+def kernels(
+    batch: int, vocab: int, iters: int, baseline: str | None = None, breakdown: bool = False
+) -> None:
     base_tap = load_tap(baseline)
     backend = make_backend("flashinfer", "cuda")
     assert isinstance(backend, FlashinferBackend)
@@ -145,9 +203,10 @@ def kernels(batch: int, vocab: int, iters: int, baseline: str | None = None) -> 
         ),
     ]
     print(
-        f"{'kernel':<24} {'raw':>7} {'backend':>7} {'ratio':>5} {'tapped':>7} {'ratio':>5} "
-        f"{'copy':>5} {'+rows':>5} {'base':>5}"
+        f"{'kernel':<24} {'raw':>7} {'backend':>7} {'ratio':>5} {'loop':>7} {'tapped':>6} "
+        f"{'copy':>5} {'+rows':>5} {'b.tap':>5} {'b.copy':>6}"
     )
+    timed = []
     for name, raw, through_backend in rows:
         t_raw = per_call_ms(raw, iters)
         t_backend = per_call_ms(through_backend, iters)
@@ -161,15 +220,33 @@ def kernels(batch: int, vocab: int, iters: int, baseline: str | None = None) -> 
             t_copy = loop_ms(raw, iters, lambda: len(tap.calls))
         with FlashinferTap(fs) as tap:
             t_rows = loop_ms(raw, iters, lambda: read_all(tap))
-        t_base = float("nan")
+        t_base = t_base_copy = float("nan")
         if base_tap is not None:
             with base_tap(fs) as old:
                 t_base = loop_ms(raw, iters, lambda: len(old.calls[-1].rows))
+            with base_tap(fs) as old:
+                t_base_copy = loop_ms(raw, iters, lambda: len(old.calls))
         print(
             f"{name:<24} {t_raw:7.3f} {t_backend:7.3f} {t_backend / t_raw:5.2f} "
-            f"{t_tapped:7.3f} {t_tapped / t_loop:5.2f} {t_copy / t_loop:5.2f} "
-            f"{t_rows / t_loop:5.2f} {t_base / t_loop:5.2f}"
+            f"{t_loop:7.3f} {t_tapped / t_loop:6.2f} {t_copy / t_loop:5.2f} "
+            f"{t_rows / t_loop:5.2f} {t_base / t_loop:5.2f} {t_base_copy / t_loop:6.2f}"
         )
+        timed.append((name, raw, t_loop))
+    if breakdown:
+        taps = [("new", FlashinferTap)] + ([("base", base_tap)] if base_tap is not None else [])
+        print(f"\nwhere a tapped loop's time goes ({iters} calls, median of 5 loops)")
+        for name, raw, t_loop in timed:
+            host = host_us(raw, iters)
+            parts = [f"raw host {host:5.1f} us/call"]
+            for label, tap_class in taps:
+                tap_host, read, last_rows = tapped_parts(tap_class, fs, raw, iters)
+                parts.append(
+                    f"{label}: host {tap_host:5.1f} us/call, read {read:6.3f} ms, "
+                    f"rows {last_rows:6.3f} ms"
+                )
+            copies = loop_ms(functools.partial(two_copies, raw, seeds, offsets), iters, none)
+            parts.append(f"2 copies {copies / t_loop:4.2f}")
+            print(f"{name:<24} " + "; ".join(parts))
 
     zeros = torch.zeros(batch, dtype=torch.int64)
     seeds_cpu, offsets_cpu = seeds.cpu(), offsets.cpu()
@@ -278,9 +355,10 @@ def main() -> None:
     parser.add_argument("--engine-tokens", type=int, default=64)
     parser.add_argument("--skip-kernels", action="store_true")
     parser.add_argument("--baseline-tap", help="another flashinfer_tap.py, timed side by side")
+    parser.add_argument("--breakdown", action="store_true", help="where the tap's time goes")
     args = parser.parse_args()
     if not args.skip_kernels:
-        kernels(args.batch, args.vocab, args.iters, args.baseline_tap)
+        kernels(args.batch, args.vocab, args.iters, args.baseline_tap, args.breakdown)
     if args.engine:
         engine(args.engine_tokens)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import ModuleType
 
 import pytest
@@ -17,6 +17,7 @@ import torch
 from specseed import sampling
 from specseed.taps.flashinfer_tap import FlashinferTap, reads_element0_only
 from tests.taps import standin_flashinfer
+from tests.taps.copy_count import copies
 
 UINT64 = (1 << 64) - 1
 
@@ -262,3 +263,64 @@ def test_reads_between_calls_and_a_cleared_list(fs: ModuleType) -> None:
     assert [(c.index, c.rows[0].seed) for c in tap.calls] == [(0, 8)]
     as_data = dataclasses.asdict(tap.calls[0])["columns"]
     assert as_data["seeds"] == [8] and as_data["draws"] == [1]
+
+
+def test_a_tapped_call_makes_one_copy_before_the_kernel_and_one_after(fs: ModuleType) -> None:
+    """Chain sampling into a buffer the caller passed: the seeds, offsets and the counts as
+    they were go in one copy, the tokens and the counts as they are after in another (four
+    separate copies before)."""
+    batch, k, vocab = 4, 3, 16
+    gen = torch.Generator().manual_seed(5)
+    draft = torch.softmax(torch.randn(batch, k, vocab, generator=gen), -1)
+    target = torch.softmax(torch.randn(batch, k + 1, vocab, generator=gen), -1)
+    ids = torch.multinomial(draft.reshape(-1, vocab), 1, generator=gen).reshape(batch, k).int()
+    seeds = torch.arange(batch, dtype=torch.int64)
+    original = fs.chain_speculative_sampling
+
+    def chain(function: Callable[..., object]) -> Callable[[], object]:
+        return lambda: function(
+            draft,
+            ids,
+            target,
+            maybe_output_emitted_draft_token_num=torch.zeros(batch, dtype=torch.int32),
+            seed=seeds,
+            offset=seeds * 4,
+        )
+
+    untapped = copies(chain(original))
+    with FlashinferTap(fs) as tap:
+        tapped = copies(chain(fs.chain_speculative_sampling))
+    assert tapped - untapped == 2
+    assert [r.seed for r in tap.calls[0].rows] == [0, 1, 2, 3]
+
+
+def test_calls_of_odd_sizes_read_back_from_one_host_copy(fs: ModuleType) -> None:
+    """Every call's bytes sit side by side in one chunk, so an int64 seed can follow an odd
+    number of int32 tokens: each call reads back its own values."""
+    batch, k, vocab = 3, 2, 16
+    gen = torch.Generator().manual_seed(11)
+    draft = torch.softmax(torch.randn(batch, k, vocab, generator=gen), -1)
+    target = torch.softmax(torch.randn(batch, k + 1, vocab, generator=gen), -1)
+    ids = torch.multinomial(draft.reshape(-1, vocab), 1, generator=gen).reshape(batch, k).int()
+    expected = []
+    with FlashinferTap(fs) as tap:
+        for rows in (3, 5, 1):
+            seeds = torch.arange(rows, dtype=torch.int64) + 10 * rows
+            tokens = fs.sampling_from_probs(_probs(rows, seed=rows), seed=seeds, offset=seeds + 1)
+            expected.append(([10 * rows + i for i in range(rows)], [(t,) for t in tokens.tolist()]))
+        seeds = torch.tensor([7, 8, 9], dtype=torch.int64)
+        out, _acc, emitted = fs.chain_speculative_sampling(
+            draft, ids, target, seed=seeds, offset=seeds * 0
+        )
+        chain_tokens = [tuple(out[i, : int(emitted[i]) + 1].tolist()) for i in range(batch)]
+        tokens = fs.sampling_from_probs(
+            _probs(1), seed=torch.tensor([42]), offset=torch.tensor([4])
+        )
+    *samples, chain, last = tap.calls
+    for call, (seeds_seen, tokens_seen) in zip(samples, expected, strict=True):
+        assert [r.seed for r in call.rows] == seeds_seen
+        assert [r.offset for r in call.rows] == [s + 1 for s in seeds_seen]
+        assert [r.tokens for r in call.rows] == tokens_seen
+    assert [r.tokens for r in chain.rows] == chain_tokens
+    assert [r.seed for r in chain.rows] == [7, 8, 9]
+    assert [(r.seed, r.offset, r.tokens) for r in last.rows] == [(42, 4, (int(tokens[0]),))]

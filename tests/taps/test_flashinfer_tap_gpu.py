@@ -21,6 +21,7 @@ from specseed.run.execute import run_audit
 from specseed.sampling.backend import make_backend
 from specseed.scenarios.schema import AuditConfig, EngineConfig
 from specseed.taps.flashinfer_tap import FlashinferTap, reads_element0_only
+from tests.taps.copy_count import CopyCount
 from tests.taps.trace_match import unmatched
 
 pytestmark = [
@@ -135,3 +136,25 @@ def test_backend_tokens_equal_the_twin(fs: ModuleType, subsequence: str) -> None
         probs, seed=seeds, offset=offsets, subsequence=used, seed_offset_indexing=indexing
     )
     assert got.tokens.tolist() == twin.tolist()
+
+
+def test_reading_calls_copies_once_whatever_the_number_of_calls(fs: ModuleType) -> None:
+    """Twenty calls' seeds, offsets and tokens reach the host in one concatenation and one
+    transfer, and each call reads back its own."""
+    probs = torch.full((4, 64), 1 / 64, device="cuda")
+    base = torch.arange(4, dtype=torch.int64, device="cuda")
+    with FlashinferTap() as tap:
+        returned = [
+            fs.sampling_from_probs(probs, seed=base + 10 * i, offset=base * 4) for i in range(20)
+        ]
+    with CopyCount() as counted:
+        calls = tap.calls
+    assert counted.copies == 2
+    for i, (call, tokens) in enumerate(zip(calls, returned, strict=True)):
+        seeds, offsets = [10 * i + j for j in range(4)], [0, 4, 8, 12]
+        assert [r.seed_given for r in call.rows] == seeds
+        assert [r.offset_given for r in call.rows] == offsets
+        # 0.6.4 .. 0.7.1 read element 0 for every row.
+        assert [r.seed for r in call.rows] == ([seeds[0]] * 4 if call.element0 else seeds)
+        assert [r.offset for r in call.rows] == ([0] * 4 if call.element0 else offsets)
+        assert [r.tokens for r in call.rows] == [(t,) for t in tokens.tolist()]

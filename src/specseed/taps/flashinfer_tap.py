@@ -29,16 +29,19 @@ was installed (they call flashinfer's custom ops directly). The wrapper is exclu
 compilation (``torch.compiler.disable``), so code compiled after installation still calls it
 eagerly.
 
-Recording stays on the device. A tapped call clones the seed/offset tensors (the caller
-may advance them in place before anyone reads the tap) and the tokens it returned (chain
-sampling adds to a buffer the caller passed), asynchronous device copies, and moves on: no
-synchronisation, no per-row Python. Reading ``calls`` copies everything recorded since the
-last read to the host at once (one transfer per device and dtype); a call's columns are
-built from those host tensors the first time they are read. Each record belongs to its call
-object, not to a position in a list, so a tapped function that calls another tapped one
-(the inner call finishes, and is appended, first) keeps its own rows. Reading ``calls``
-synchronises with the GPU: the tap is an audit instrument, not something to leave on in
-production (``benchmarks/bench_flashinfer.py`` measures its cost).
+Recording stays on the device. A tapped call copies what it must keep into one private byte
+tensor before the kernel runs (the seed/offset tensors, which the caller may advance in
+place, and chain sampling's emitted counts, which the kernel adds to) and one after it (the
+tokens returned and the emitted counts, buffers the caller may reuse): two asynchronous
+device copies (more only for tensors on several devices or not contiguous), no
+synchronisation, no per-row Python. The copies of every call since the last read of
+``calls`` sit side by side in one chunk per device, which that read copies to the host at
+once (one concatenation and one transfer per device, however many calls); a call's columns
+are built from its bytes of the host chunk the first time they are read. Each record
+belongs to its call object, not to a position in a list, so a tapped function that calls
+another tapped one (the inner call finishes, and is appended, first) keeps its own rows.
+Reading ``calls`` synchronises with the GPU: the tap is an audit instrument, not something
+to leave on in production (``benchmarks/bench_flashinfer.py`` measures its cost).
 """
 
 from __future__ import annotations
@@ -155,9 +158,12 @@ class TapCall:
             return ()
         count = len(c.tokens)
         nothing = itertools.repeat(None, count)
+        # tuple.__new__(TapRow, values) is what TapRow._make does, less its Python frame: a
+        # thousand rows per call are built at C speed.
         return tuple(
             map(
-                TapRow._make,
+                tuple.__new__,
+                itertools.repeat(TapRow, count),
                 zip(
                     range(count),
                     range(count),
@@ -208,31 +214,146 @@ def _read(value: object, rows: int, element0: bool) -> tuple[list[int], list[int
     return [scalar] * rows, [scalar] * rows
 
 
-class _Record:
-    """One call's recorded values: device tensors until the tap copies them, then host ones.
+class _Chunk:
+    """The byte copies of every call since the last read, on one device (``key``: the
+    device's index, -1 for the CPU), until ``close`` copies them to the host in one transfer.
 
-    ``kept`` is (seed, offset, output tokens, emitted counts, emitted counts before the call):
-    private copies where they are tensors, the arguments as given otherwise.
+    ``owner`` is the tap's map of open chunks: a closed chunk leaves it, so the next call opens
+    a new one.
     """
 
-    __slots__ = ("element0", "function", "kept", "num_drafts", "rows")
+    __slots__ = ("host", "key", "owner", "parts", "size")
+
+    def __init__(self, owner: dict[int, _Chunk], key: int) -> None:
+        self.owner = owner
+        self.key = key
+        self.parts: list[torch.Tensor] = []
+        self.size = 0
+        self.host: torch.Tensor | None = None
+
+    def close(self) -> torch.Tensor:
+        """The chunk's bytes on the host (one concatenation and one copy, the first time)."""
+        if self.host is None:
+            parts, self.parts = self.parts, []
+            if self.owner.get(self.key) is self:
+                del self.owner[self.key]
+            data = torch.cat(parts) if len(parts) > 1 else parts[0]
+            self.host = data.cpu()
+        return self.host
+
+
+class _Snapshot:
+    """Private copies of some of a call's tensors, as one byte tensor (one device copy).
+
+    ``layout`` holds, per tensor, (slot in the record, dtype, shape, first byte, bytes): what
+    is needed to read the tensor back from the bytes on the host.
+    """
+
+    __slots__ = ("chunk", "data", "layout", "start")
+
+    def __init__(self, tensors: list[tuple[int, torch.Tensor]]) -> None:
+        layout = []
+        start = 0
+        for slot, t in tensors:
+            size = t.numel() * t.element_size()
+            layout.append((slot, t.dtype, t.shape, start, size))
+            start += size
+        self.layout = layout
+        first = tensors[0][1]
+        if (
+            len(tensors) == 2
+            and first.dim() == 1
+            and tensors[1][1].dim() == 1
+            and first.dtype == tensors[1][1].dtype
+        ):
+            # The seed/offset pair as flashinfer takes it: one copy of both, then a byte view.
+            self.data = torch.cat((first, tensors[1][1])).view(torch.uint8)
+        else:
+            self.data = torch.cat([_flat_bytes(t) for _, t in tensors])
+        self.chunk: _Chunk | None = None
+        self.start = 0
+
+    def place(self, chunks: dict[int, _Chunk]) -> None:
+        """Hand the bytes to the device's open chunk (after the call returned: a call that
+        raised leaves nothing behind)."""
+        key = self.data.get_device()
+        chunk = chunks.get(key)
+        if chunk is None:
+            chunk = chunks[key] = _Chunk(chunks, key)
+        self.chunk = chunk
+        self.start = chunk.size
+        chunk.parts.append(self.data)
+        chunk.size += self.data.numel()
+        del self.data
+
+    def read_into(self, kept: list[Any]) -> None:
+        """Put the host copy of each tensor into its slot of ``kept``."""
+        assert self.chunk is not None
+        host = self.chunk.close()
+        for slot, dtype, shape, start, size in self.layout:
+            first = self.start + start
+            part = host[first : first + size]
+            if first % dtype.itemsize:  # after an odd number of 4-byte tokens, say
+                part = part.clone()
+            kept[slot] = part.view(dtype).reshape(shape)
+
+
+def _flat_bytes(t: torch.Tensor) -> torch.Tensor:
+    """A tensor's elements in row-major order as a 1-D byte view (a copy where the tensor is
+    not contiguous)."""
+    return t.contiguous().reshape(-1).view(torch.uint8)
+
+
+def _snapshots(values: list[Any], slots: tuple[int, ...]) -> list[_Snapshot]:
+    """One copy of the tensors among ``values[slot]`` (per device, for a caller that mixes
+    devices); none when none is a tensor."""
+    tensors = [(slot, values[slot]) for slot in slots if isinstance(values[slot], torch.Tensor)]
+    if not tensors:
+        return []
+    device = tensors[0][1].device
+    if any(t.device != device for _, t in tensors[1:]):
+        return [_Snapshot([item]) for item in tensors]
+    return [_Snapshot(tensors)]
+
+
+_SEED, _OFFSET, _OUTPUT, _EMITTED, _EMITTED_BEFORE = range(5)
+_BEFORE_CALL = (_SEED, _OFFSET, _EMITTED_BEFORE)
+_AFTER_CALL = (_OUTPUT, _EMITTED)
+
+
+class _Record:
+    """One call's recorded values.
+
+    ``kept`` is (seed, offset, output tokens, emitted counts, emitted counts before the call):
+    the arguments as given where they are not tensors; a tensor's slot is None here, and its
+    private copy sits in one of ``snapshots``.
+    """
+
+    __slots__ = ("element0", "function", "kept", "num_drafts", "rows", "snapshots")
 
     def __init__(
-        self, function: str, rows: int, num_drafts: int, element0: bool, kept: list[Any]
+        self,
+        function: str,
+        rows: int,
+        num_drafts: int,
+        element0: bool,
+        kept: list[Any],
+        snapshots: list[_Snapshot],
     ) -> None:
         self.function = function
         self.rows = rows
         self.num_drafts = num_drafts
         self.element0 = element0
         self.kept = kept
-
-    def tensors(self) -> list[torch.Tensor]:
-        return [t for t in self.kept if isinstance(t, torch.Tensor) and t.device.type != "cpu"]
+        self.snapshots = snapshots
 
     def columns(self) -> TapColumns:
-        """The columns, from host tensors (a record read before any flush copies its own)."""
-        host = [t.cpu() if isinstance(t, torch.Tensor) else t for t in self.kept]
-        seed, offset, output, emitted, before = host
+        """The columns, from the host copy of the call's bytes (a record read before its
+        chunk was copied copies the chunk)."""
+        kept = list(self.kept)
+        for snapshot in self.snapshots:
+            snapshot.read_into(kept)
+        seed, offset, output, emitted, before = kept
         count = self.rows
         seeds = _read(seed, count, self.element0)
         offsets = _read(offset, count, self.element0)
@@ -273,8 +394,10 @@ class _RecordedColumns(TapColumns):
 
     @functools.cached_property
     def _built(self) -> TapColumns:
-        record: _Record = self.__dict__["_record"]
-        return record.columns()
+        built = self.__dict__["_record"].columns()
+        # The record, and with it this call's share of the host bytes, is no longer needed.
+        del self.__dict__["_record"]
+        return built
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, TapColumns):
@@ -294,44 +417,6 @@ class _RecordedColumns(TapColumns):
 _COLUMN_FIELDS = ("seeds", "offsets", "seeds_given", "offsets_given", "draws", "tokens")
 
 
-def _to_host(records: list[_Record]) -> None:
-    """Move every record's device tensors to the host: one concatenation and one copy per
-    device and dtype, however many calls were recorded."""
-    groups: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
-    for record in records:
-        for t in record.tensors():
-            groups.setdefault((t.device, t.dtype), []).append(t)
-    host: dict[int, torch.Tensor] = {}
-    for group in groups.values():
-        flat = torch.cat([t.reshape(-1) for t in group]).cpu()
-        for t, part in zip(group, flat.split([t.numel() for t in group]), strict=True):
-            host[id(t)] = part.view(t.shape)
-    for record in records:
-        record.kept = [
-            host.get(id(v), v) if isinstance(v, torch.Tensor) else v for v in record.kept
-        ]
-
-
-def _kept_pair(seed: Any, offset: Any) -> tuple[Any, Any]:
-    """Private copies of the seed and offset arguments: one stacked copy (one launch) where
-    they are tensors of one shape, dtype and device."""
-    if (
-        isinstance(seed, torch.Tensor)
-        and isinstance(offset, torch.Tensor)
-        and seed.shape == offset.shape
-        and seed.dtype == offset.dtype
-        and seed.device == offset.device
-    ):
-        both = torch.stack((seed, offset))
-        return both[0], both[1]
-    return _kept(seed), _kept(offset)
-
-
-def _kept(value: Any) -> Any:
-    """A private copy of a tensor argument or result (other values as they are)."""
-    return value.clone() if isinstance(value, torch.Tensor) else value
-
-
 @dataclass
 class FlashinferTap:
     """Wraps ``flashinfer.sampling``'s functions while installed (a context manager).
@@ -346,8 +431,9 @@ class FlashinferTap:
     """``module.attr`` of every reference outside the sampling module that was replaced."""
     _patches: list[_Patch] = field(default_factory=list)
     _calls: list[TapCall] = field(default_factory=list, init=False, repr=False)
-    _pending: list[_Record] = field(default_factory=list, init=False, repr=False)
-    """Records whose tensors are still on the device (copied when ``calls`` is read)."""
+    _open: dict[int, _Chunk] = field(default_factory=dict, init=False, repr=False)
+    """Chunks whose bytes are still on the device, by device index (copied when ``calls`` is
+    read)."""
 
     # -- install / uninstall ---------------------------------------------------------------
 
@@ -409,9 +495,8 @@ class FlashinferTap:
     def calls(self) -> list[TapCall]:
         """Every call so far, in the order the calls returned (reading it copies what was
         recorded since the last read to the host, once; clearing it forgets them)."""
-        if self._pending:
-            pending, self._pending = self._pending, []
-            _to_host(pending)
+        for chunk in list(self._open.values()):
+            chunk.close()
         return self._calls
 
     @property
@@ -448,60 +533,63 @@ class FlashinferTap:
             signature: inspect.Signature | None = inspect.signature(original)
         except (TypeError, ValueError):
             signature = None
-        bind = _binder(signature)
+        read = _reader(signature)
         element0 = reads_element0_only(self.version)
         chain = name == "chain_speculative_sampling"
         # Asked once: is_available() queries the driver on every call, a cost per tapped call
         # that the kernel's own wrapper does not pay.
         capturing = _capturing if torch.cuda.is_available() else _never
+        calls, chunks, version = self._calls, self._open, self.version
 
         @functools.wraps(original)
         def tapped(*args: Any, **kwargs: Any) -> Any:
             if capturing():
                 result = original(*args, **kwargs)
-                self._calls.append(
-                    TapCall(len(self._calls), name, "tensor", None, False, self.version, None, True)
-                )
+                calls.append(TapCall(len(calls), name, "tensor", None, False, version, None, True))
                 return result
-            bound = bind(args, kwargs)
-            before_emitted = None
+            seed, offset, indices, probs, logits, draft_probs, draft_ids, emitted_in = read(
+                args, kwargs
+            )
+            kept = [seed, offset, None, None, None]
             num_drafts = 0
             if chain:
-                num_drafts = int(bound["draft_token_ids"].shape[1])
-                given = bound.get("maybe_output_emitted_draft_token_num")
-                if isinstance(given, torch.Tensor):
-                    before_emitted = given.clone()
-            seed_arg, offset_arg = bound.get("seed"), bound.get("offset")
-            # Copies: the caller may advance its seed/offset buffers before the tap is read.
-            seed_kept, offset_kept = _kept_pair(seed_arg, offset_arg)
-            rows = _row_count(name, bound)
+                num_drafts = int(draft_ids.shape[1])
+                probs = draft_probs
+                if isinstance(emitted_in, torch.Tensor):
+                    kept[_EMITTED_BEFORE] = emitted_in
+            rows = _row_count(indices, probs, logits)
+            # Copied before the call: the kernel adds to the emitted counts, and the caller may
+            # advance its seed/offset buffers before anyone reads the tap.
+            snapshots = _snapshots(kept, _BEFORE_CALL)
             result = original(*args, **kwargs)
             if chain:
-                # The emitted counts are the caller's buffer when it passed one: copy them.
-                output, emitted = _kept(result[0]), _kept(result[2])
+                kept[_OUTPUT], kept[_EMITTED] = result[0], result[2]
             else:
-                output, emitted = _kept(result[0] if isinstance(result, tuple) else result), None
-            record = _Record(
-                name, rows, num_drafts, element0,
-                [seed_kept, offset_kept, output, emitted, before_emitted],
-            )  # fmt: skip
+                kept[_OUTPUT] = result[0] if isinstance(result, tuple) else result
+            # The tokens and counts are copied too, in one copy (chain sampling adds to a
+            # buffer the caller passed). A freshly allocated result is no exception: once
+            # returned it is the caller's, who may write into it, through torch or through a
+            # kernel of its own that no version counter sees.
+            snapshots += _snapshots(kept, _AFTER_CALL)
+            for snapshot in snapshots:
+                snapshot.place(chunks)
+            for slot in _BEFORE_CALL + _AFTER_CALL:
+                if isinstance(kept[slot], torch.Tensor):
+                    kept[slot] = None  # the copy is what is read; the caller's tensor is let go
             # The index is taken after the call: a tapped function that calls another tapped
             # one (a joint kernel through its parts) appends the inner call first. The record
             # travels with its own call object, so no position has to line up later.
-            self._calls.append(
+            calls.append(
                 TapCall(
-                    index=len(self._calls),
-                    function=name,
-                    seed_kind=_seed_kind(seed_arg, offset_arg),
-                    seed_length=int(seed_arg.numel())
-                    if isinstance(seed_arg, torch.Tensor)
-                    else None,
-                    element0=element0,
-                    flashinfer_version=self.version,
-                    columns=_RecordedColumns(record),
+                    len(calls),
+                    name,
+                    _seed_kind(seed, offset),
+                    int(seed.numel()) if isinstance(seed, torch.Tensor) else None,
+                    element0,
+                    version,
+                    _RecordedColumns(_Record(name, rows, num_drafts, element0, kept, snapshots)),
                 )
             )
-            self._pending.append(record)
             return result
 
         disable = getattr(getattr(torch, "compiler", None), "disable", None)
@@ -526,6 +614,19 @@ def _compiled_graph_count() -> int:
         return 0
 
 
+_ARGUMENTS = (
+    "seed",
+    "offset",
+    "indices",
+    "probs",
+    "logits",
+    "draft_probs",
+    "draft_token_ids",
+    "maybe_output_emitted_draft_token_num",
+)
+"""The arguments a tapped call reads, in the order ``_reader``'s function returns them."""
+
+
 def _bind(
     signature: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> dict[str, Any]:
@@ -537,31 +638,30 @@ def _bind(
     return dict(kwargs)
 
 
-def _binder(
+def _reader(
     signature: inspect.Signature | None,
-) -> Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]:
-    """A fast ``_bind`` for one signature: positional arguments zipped with the leading
-    positional parameters' names (``Signature.bind`` costs more than a small kernel launch);
-    anything else goes through ``_bind``."""
+) -> Callable[[tuple[Any, ...], dict[str, Any]], tuple[Any, ...]]:
+    """A function of (args, kwargs) that returns the ``_ARGUMENTS`` of a call (None where not
+    passed), with each one's position worked out once per wrapped function:
+    ``Signature.bind`` per call costs more than a small kernel launch. Calls with more
+    positional arguments than named parameters go through ``Signature.bind``."""
     names: list[str] = []
     if signature is not None:
         for param in signature.parameters.values():
             if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
                 break
             names.append(param.name)
+    where = tuple((arg, names.index(arg) if arg in names else len(names)) for arg in _ARGUMENTS)
+    positional = len(names)
 
-    def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        if (
-            signature is None
-            or len(args) > len(names)
-            or any(n in kwargs for n in names[: len(args)])
-        ):
-            return _bind(signature, args, kwargs)
-        bound = dict(zip(names, args, strict=False))
-        bound.update(kwargs)
-        return bound
+    def read(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        given = len(args)
+        if given > positional:
+            bound = _bind(signature, args, kwargs)
+            return tuple(bound.get(arg) for arg in _ARGUMENTS)
+        return tuple(args[i] if i < given else kwargs.get(arg) for arg, i in where)
 
-    return bind
+    return read
 
 
 def _seed_kind(seed: object, offset: object) -> SeedKind:
@@ -570,11 +670,8 @@ def _seed_kind(seed: object, offset: object) -> SeedKind:
     return "tensor" if isinstance(seed, torch.Tensor) else "scalar"
 
 
-def _row_count(name: str, bound: dict[str, Any]) -> int:
-    indices = bound.get("indices")
+def _row_count(indices: object, probs: object, logits: object) -> int:
     if isinstance(indices, torch.Tensor):
         return int(indices.shape[0])
-    first = bound.get("draft_probs" if name == "chain_speculative_sampling" else "probs")
-    if first is None:
-        first = bound.get("logits")
+    first = probs if probs is not None else logits
     return int(first.shape[0]) if isinstance(first, torch.Tensor) else 0
