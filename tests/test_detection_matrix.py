@@ -19,6 +19,7 @@ from specseed.core.defects import DEFECT_IDS
 from specseed.plan.planning import plan_audit
 from specseed.run.execute import run_audit
 from specseed.run.matrix import MatrixResult, run_matrix
+from specseed.run.results import AuditEvent, AuditResult, ScenarioChecked, ScenarioResult
 from specseed.scenarios.schema import AuditConfig, EngineConfig
 
 UNTARGETED = {d for d in DEFECT_IDS if not any(d in spec.targets for spec in CHECKS.values())}
@@ -27,6 +28,32 @@ UNTARGETED = {d for d in DEFECT_IDS if not any(d in spec.targets for spec in CHE
 @pytest.fixture(scope="module")
 def matrix() -> MatrixResult:
     return run_matrix(AuditConfig(), Path.cwd())
+
+
+TRTLLM = AuditConfig(engine=EngineConfig(contract="trtllm-pr17599"))
+
+
+@pytest.fixture(scope="module")
+def trtllm_matrix() -> tuple[MatrixResult, AuditResult]:
+    """The matrix under ``trtllm-pr17599`` for two defects, and its defect-free audit as the
+    matrix ran it (its scenarios' results, from the matrix's own events): one audit for the
+    two tests that read it."""
+    baseline: list[ScenarioResult] = []
+    current: list[str | None] = []
+
+    def keep(event: AuditEvent) -> None:
+        if isinstance(event, ScenarioChecked) and current[-1] is None:
+            baseline.append(event.result)
+
+    matrix = run_matrix(
+        TRTLLM,
+        Path.cwd(),
+        defects=["row-subsequence", "engine-counter"],
+        on_defect=current.append,
+        on_event=keep,
+    )
+    result = AuditResult(TRTLLM, TRTLLM.engine.contract, tuple(baseline), {}, 0.0)
+    return matrix, result
 
 
 def test_no_defect_passes(matrix: MatrixResult) -> None:
@@ -81,9 +108,13 @@ def test_every_defect_class_is_targeted_and_the_planted_biases_are_caught(
     assert matrix.ok
 
 
-def test_defect_free_trtllm_contract_yields_its_stated_limitations_and_their_coupling() -> None:
-    config = AuditConfig(engine=EngineConfig(contract="trtllm-pr17599"))
-    result = run_audit(config, plan_audit(config, Path.cwd()), Path.cwd())
+def test_defect_free_trtllm_contract_yields_its_stated_limitations_and_their_coupling(
+    trtllm_matrix: tuple[MatrixResult, AuditResult],
+) -> None:
+    _, result = trtllm_matrix
+    assert [s.scenario.name for s in result.scenarios] == [
+        p.scenario.name for p in plan_audit(TRTLLM, Path.cwd())
+    ]  # the whole library
     # The layout's shared draws couple the output: the distribution check fails (a stated
     # limitation never excuses what users receive), naming the shared draws alone.
     assert result.verdict == "fail"
@@ -117,9 +148,10 @@ def test_greedy_drift_is_caught_whatever_the_model_seed(model_seed: int) -> None
     assert len(failing[0].diffs) >= 2
 
 
-def test_matrix_under_trtllm_contract_counts_its_stated_limitations_as_such() -> None:
-    config = AuditConfig(engine=EngineConfig(contract="trtllm-pr17599"))
-    matrix = run_matrix(config, Path.cwd(), defects=["row-subsequence", "engine-counter"])
+def test_matrix_under_trtllm_contract_counts_its_stated_limitations_as_such(
+    trtllm_matrix: tuple[MatrixResult, AuditResult],
+) -> None:
+    matrix, _ = trtllm_matrix
     # Fails on its stated draw-overlap only (the distribution check), which is no extra cause.
     assert matrix.baseline.causes == ("draw-overlap",)
     assert matrix.exact(matrix.baseline)
