@@ -87,7 +87,7 @@ def bare(checkpoint: Path, scenarios: list[str]) -> dict[str, float]:
     from vllm.inputs import TokensPrompt
 
     from specseed.engine_adapters.base import warmup_requests
-    from specseed.engine_adapters.vllm.engine import VllmEngine
+    from specseed.engine_adapters.vllm.engine import VllmEngine, sampling_params
     from specseed.plan.planning import base_settings, plan_audit
 
     config = _config(checkpoint, scenarios)
@@ -125,27 +125,31 @@ def bare(checkpoint: Path, scenarios: list[str]) -> dict[str, float]:
                     for n in range(len(plan.warmup_batches))
                 ]
                 batches += [list(plan.prior_traffic), list(plan.requests)]
-                try:
-                    for batch in batches:
-                        pending = sorted(batch, key=lambda r: r.arrival_step)
-                        step = 0
-                        while pending or core.has_unfinished_requests():
-                            while pending and pending[0].arrival_step <= step:
-                                r = pending.pop(0)
-                                requests += 1
-                                core.add_request(
-                                    f"bare{requests}:{r.request_id}",
-                                    TokensPrompt(prompt_token_ids=list(adapter.encode(r.prompt))),
-                                    adapter._sampling_params(r),
-                                )
-                            if not core.has_unfinished_requests():
-                                step = pending[0].arrival_step
-                                continue
+                for batch in batches:
+                    pending = sorted(batch, key=lambda r: r.arrival_step)
+                    step = 0
+                    while pending or core.has_unfinished_requests():
+                        while pending and pending[0].arrival_step <= step:
+                            r = pending.pop(0)
+                            requests += 1
+                            core.add_request(
+                                f"bare{requests}:{r.request_id}",
+                                TokensPrompt(prompt_token_ids=list(adapter.encode(r.prompt))),
+                                sampling_params(r),
+                            )
+                        if not core.has_unfinished_requests():
+                            step = pending[0].arrival_step
+                            continue
+                        try:
                             core.step()
-                            step += 1
-                except Exception:  # the engine is unusable after a crash: start another
-                    crashes += 1
+                        except Exception:  # a crash inside vLLM's step, not this script's
+                            break
+                        step += 1
+                    else:
+                        continue
+                    crashes += 1  # the engine is unusable after a crash: start another
                     close()
+                    break
     finally:
         close()
     return {

@@ -411,6 +411,23 @@ def _bound(dispatcher: Any, name: str, override: type) -> bool:
     return isinstance(getattr(host, attr, None), override)
 
 
+def sampling_params(plan: RequestPlan) -> Any:
+    """vLLM's ``SamplingParams`` for a planned request (token ids only, every token asked for)."""
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    return SamplingParams(
+        temperature=plan.temperature,
+        top_k=plan.top_k if plan.top_k > 0 else 0,
+        top_p=plan.top_p,
+        seed=plan.seed,
+        max_tokens=plan.max_tokens,
+        ignore_eos=True,
+        detokenize=False,
+        output_kind=RequestOutputKind.FINAL_ONLY,
+    )
+
+
 def _all_greedy(plan: RunPlan) -> bool:
     return all(r.greedy for r in (*plan.prior_traffic, *plan.requests))
 
@@ -477,21 +494,6 @@ class _VllmRun:
         self.requests[request.engine_id] = request
         return request
 
-    def _sampling_params(self, plan: RequestPlan) -> Any:
-        from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind
-
-        return SamplingParams(
-            temperature=plan.temperature,
-            top_k=plan.top_k if plan.top_k > 0 else 0,
-            top_p=plan.top_p,
-            seed=plan.seed,
-            max_tokens=plan.max_tokens,
-            ignore_eos=True,
-            detokenize=False,
-            output_kind=RequestOutputKind.FINAL_ONLY,
-        )
-
     def _serve(self, llm: Any, requests: Sequence[_Request], phase: Phase) -> None:
         from vllm.inputs import TokensPrompt
 
@@ -504,7 +506,7 @@ class _VllmRun:
                 engine.add_request(
                     request.engine_id,
                     TokensPrompt(prompt_token_ids=list(request.prompt_ids)),
-                    self._sampling_params(request.plan),
+                    sampling_params(request.plan),
                 )
             if not engine.has_unfinished_requests():
                 if pending:  # idle until the next arrival: no engine step to run
