@@ -115,3 +115,24 @@ def test_a_forward_that_raises_reaches_only_the_run_whose_chunk_raised_it(
     assert not together[0].failed
     _same_runs(alone[0], together[0])
     assert together[1].steps == alone[1].steps
+
+
+def test_runs_side_by_side_hold_no_more_requests_at_once_than_the_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Three runs of 4 requests in 4 slots under a budget of 8 requests: two side by side,
+    # then the third, so no more than 8 KV caches are live at once (the pool starts with 8
+    # slots and doubles when a ninth is asked for). 256 runs of 4,096-request warmup batches
+    # would otherwise all be held together.
+    from specseed.engine_adapters.reference import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "SIDE_BY_SIDE_REQUESTS", 8)
+    fresh = ReferenceEngine(EngineSettings())
+    settings = EngineSettings(max_num_requests=4, options=ReferenceOptions())
+    requests = tuple(RequestPlan(f"r{i}", (10 + i, 20), i, 1.0, 0, 1.0, 6) for i in range(4))
+    plans = [RunPlan("budget", f"run{n}", settings, requests) for n in range(3)]
+    assert engine_module.side_by_side_groups(plans) == [[0, 1], [2]]
+    together = _together(fresh, plans)
+    assert fresh.target._pool.num_slots == 8
+    for a, b in zip(_alone(fresh, plans), together, strict=True):
+        _same_runs(a, b)

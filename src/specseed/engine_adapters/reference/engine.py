@@ -236,15 +236,43 @@ class ReferenceEngine(EngineAdapter):
 
     def serve_side_by_side(self, runs: Sequence[tuple[RunPlan, TraceRecorder]]) -> list[RunOutcome]:
         """Every run on a fresh engine state of its own, in lockstep: each round, the runs'
-        target forwards are one call and their draft forwards another (``lockstep``)."""
+        target forwards are one call and their draft forwards another (``lockstep``). Runs
+        go side by side in groups of at most :data:`SIDE_BY_SIDE_REQUESTS` requests at once
+        (one run alone may hold more), so the KV caches held together stay within what one
+        large run holds on its own."""
+        outcomes: list[RunOutcome] = []
         with self._serving():
-            ended = serve_side_by_side([_program(self, plan, rec) for plan, rec in runs])
-        return [RunOutcome(outputs=e.value, error=e.error, ended=e.ended) for e in ended]
+            for group in side_by_side_groups([plan for plan, _ in runs]):
+                ended = serve_side_by_side([_program(self, *runs[i]) for i in group])
+                outcomes += [RunOutcome(e.value, e.error, e.ended) for e in ended]
+        return outcomes
 
     @contextmanager
     def _serving(self) -> Iterator[None]:
         with _cpu_threads(1 if self.device.type == "cpu" else None), torch.inference_mode():
             yield
+
+
+SIDE_BY_SIDE_REQUESTS = 1024
+"""Most requests runs served side by side may hold at once (a run's most: the larger of
+``max_num_requests`` and its largest warmup batch). A request holds KV caches of about 330
+KiB in the built-in model (target and draft head, 256 positions); one run alone may hold up
+to 4,096 (a warmup batch)."""
+
+
+def side_by_side_groups(plans: Sequence[RunPlan]) -> list[list[int]]:
+    """Consecutive runs (by index) whose requests held at once fit
+    :data:`SIDE_BY_SIDE_REQUESTS`; a run above it goes alone."""
+    groups: list[list[int]] = []
+    held = 0
+    for index, plan in enumerate(plans):
+        most = max(plan.settings.max_num_requests, *plan.warmup_batches, 0)
+        if not groups or held + most > SIDE_BY_SIDE_REQUESTS:
+            groups.append([])
+            held = 0
+        groups[-1].append(index)
+        held += most
+    return groups
 
 
 def _program(
