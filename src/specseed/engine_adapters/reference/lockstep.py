@@ -25,7 +25,7 @@ others get their outputs.
 from __future__ import annotations
 
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -105,7 +105,13 @@ def serve_side_by_side(programs: Sequence[Program[Any]]) -> list[Finished]:
     return [f for f in finished if f is not None]
 
 
-def _answer(model: Forwards, indices: list[int], calls: list[ForwardCall], advance: Any) -> None:
+Advance = Callable[[int, "list[Any] | None", "Exception | None"], None]
+"""Hands a program its call's outputs (or the call's exception) and runs it to its next call."""
+
+
+def _answer(
+    model: Forwards, indices: list[int], calls: list[ForwardCall], advance: Advance
+) -> None:
     """One forward for every call to ``model`` this round (call by call if it raises)."""
     if len(calls) > 1:
         try:
