@@ -180,13 +180,12 @@ def run_guarded(engine: EngineAdapter, plan: RunPlan, recorder: TraceRecorder) -
 def run_all_guarded(
     engine: EngineAdapter, runs: Sequence[tuple[RunPlan, TraceRecorder]]
 ) -> list[RunTrace]:
-    """``engine.run_all`` (``engine.run`` for one run), guarded: an adapter that raises
-    anyway still yields traces with its failure, an interrupt ends every open trace with an
-    ``Interrupted`` failure before it goes on up, and the trace files are closed whatever
-    happens."""
+    """``engine.run_all``, guarded: an adapter that raises anyway still yields traces with
+    its failure, an interrupt ends every open trace with an ``Interrupted`` failure before it
+    goes on up, and the trace files are closed whatever happens."""
     recorders = [recorder for _, recorder in runs]
     try:
-        return engine.run_all(runs) if len(runs) > 1 else [engine.run(*runs[0])]
+        return engine.run_all(runs)
     except KeyboardInterrupt as exc:
         for recorder in recorders:
             if recorder.has_header and not recorder.ended:

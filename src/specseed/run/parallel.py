@@ -45,7 +45,7 @@ from specseed.engine_adapters.base import EngineAdapter, EngineSettings, plain_e
 from specseed.plan.planning import PlannedScenario, engine_settings
 from specseed.run.execute import create_adapter, run_audit, serve_scenario
 from specseed.run.forkserver import context as _context
-from specseed.run.forkserver import usable_cpus
+from specseed.run.forkserver import usable_cpus as _cpu_count
 from specseed.run.results import (
     AuditResult,
     AuditStarted,
@@ -142,10 +142,6 @@ def resolve_jobs(jobs: int | str, config: AuditConfig, planned: Sequence[Planned
     if sum(scenario_cost(item) for item in planned) < AUTO_MIN_TOKENS:
         return 1
     return max(1, min(_cpu_count(), len(planned)))
-
-
-def _cpu_count() -> int:
-    return usable_cpus()
 
 
 # -- worker processes ---------------------------------------------------------------------

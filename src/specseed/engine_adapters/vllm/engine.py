@@ -363,7 +363,7 @@ def _serve_on_one_thread(torch: Any) -> None:
     worker's ``init_device`` (``vllm/v1/worker/cpu_worker.py``) has replaced
     ``torch.set_num_threads`` with a no-op first. So the engine served on every core, and
     on a machine with other work its threads spun against it: the built-in audit took 106 s
-    beside one busy process on 2 cores against 41 s on one thread. Set here, before the
+    beside one busy process on 2 cores against 38 s on one thread. Set here, before the
     first engine starts; vLLM's replacement then keeps it for the process.
     """
     if "OMP_NUM_THREADS" not in os.environ:
