@@ -256,6 +256,48 @@ def test_reused_and_grown_pool_slots_do_not_change_bits(
         assert_bitwise(out.logits, expected)
 
 
+def test_a_reused_slot_forgets_what_its_previous_owner_stored(
+    models: tuple[LlamaTarget, Eagle3DraftHead],
+) -> None:
+    # A previous owner wrote 40 positions, then left infinities in them (a model whose
+    # activations overflowed does): the next owner of the slot attends over masked key
+    # slots, where anything but a finite value would turn 0 * x into NaN. Only the written
+    # positions are zeroed on reuse; they must all be.
+    target, _ = models
+    tokens = [1, 2, 3, 4, 5]
+    expected = target.forward([(target.new_cache(), tokens)])[0].logits
+    first = target.new_cache()
+    target.forward([(first, list(range(10, 50)))])
+    pool = target._pool
+    pool.keys[:, first.slot, :, :40] = float("inf")
+    pool.values[:, first.slot, :, :, :40] = float("inf")
+    slot = first.slot
+    first.release()
+    reused = target.new_cache()
+    assert reused.slot == slot
+    assert_bitwise(target.forward([(reused, tokens)])[0].logits, expected)
+
+
+def test_reserved_slots_keep_live_caches_and_start_at_zero(
+    models: tuple[LlamaTarget, Eagle3DraftHead],
+) -> None:
+    target, _ = models
+    tokens = [7, 8, 9]
+    live = target.new_cache()
+    target.forward([(live, tokens)])
+    before = target._pool.num_slots
+    target.reserve_caches(before + 100)
+    assert target._pool.num_slots == before + 100
+    target.reserve_caches(8)  # never shrinks
+    assert target._pool.num_slots == before + 100
+    more = target.forward([(live, [10])])[0].logits
+    expected = target.forward([(target.new_cache(), [*tokens, 10])])[0].logits[-1:]
+    assert_bitwise(more, expected)
+    caches = [target.new_cache() for _ in range(100)]  # within the room reserved
+    assert target._pool.num_slots == before + 100
+    assert len({c.slot for c in caches} | {live.slot}) == len(caches) + 1
+
+
 # -- draft head ------------------------------------------------------------------------
 
 

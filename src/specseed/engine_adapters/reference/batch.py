@@ -116,6 +116,7 @@ class RowPlan:
                 )
             if ids and not 0 <= min(ids) <= max(ids) < vocab_size:
                 raise EngineError(f"{owner}: token id out of range [0, {vocab_size}) in {ids}")
+            pool.note_written(cache.slot, start + len(ids))
             caches.append(cache)
             sizes.append(len(ids))
             chunk_slots.append(cache.slot)

@@ -208,6 +208,10 @@ class Eagle3DraftHead:
         """An empty draft KV cache for one request."""
         return KVCache(self._pool)
 
+    def reserve_caches(self, count: int) -> None:
+        """Make room for ``count`` caches held at once (see ``KVPool.reserve``)."""
+        self._pool.reserve(count)
+
     def forward(
         self, chunks: Sequence[tuple[KVCache, Sequence[int] | torch.Tensor, torch.Tensor]]
     ) -> list[DraftOutput]:

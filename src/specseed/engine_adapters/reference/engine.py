@@ -227,6 +227,7 @@ class ReferenceEngine(EngineAdapter):
 
     def serve(self, plan: RunPlan, recorder: TraceRecorder) -> dict[str, tuple[int, ...]]:
         with self._serving():
+            self._reserve_caches([plan])
             return serve_alone(_program(self, plan, recorder))
 
     def serves_side_by_side(self) -> bool:
@@ -243,9 +244,18 @@ class ReferenceEngine(EngineAdapter):
         outcomes: list[RunOutcome] = []
         with self._serving():
             for group in side_by_side_groups([plan for plan, _ in runs]):
+                self._reserve_caches([runs[i][0] for i in group])
                 ended = serve_side_by_side([_program(self, *runs[i]) for i in group])
                 outcomes += [RunOutcome(e.value, e.error, e.ended) for e in ended]
         return outcomes
+
+    def _reserve_caches(self, plans: Sequence[RunPlan]) -> None:
+        """Room in both models' KV pools for every request the runs hold at once, made in
+        one step (growing by doubling copies every slot each time: about 0.3 s of the
+        built-in library's 300-request run)."""
+        held = sum(held_at_once(plan) for plan in plans)
+        self.target.reserve_caches(held)
+        self.draft.reserve_caches(held)
 
     @contextmanager
     def _serving(self) -> Iterator[None]:
@@ -260,13 +270,19 @@ KiB in the built-in model (target and draft head, 256 positions); one run alone 
 to 4,096 (a warmup batch)."""
 
 
+def held_at_once(plan: RunPlan) -> int:
+    """Most requests a run holds at once: the larger of ``max_num_requests`` and its
+    largest warmup batch."""
+    return max(plan.settings.max_num_requests, *plan.warmup_batches, 0)
+
+
 def side_by_side_groups(plans: Sequence[RunPlan]) -> list[list[int]]:
     """Consecutive runs (by index) whose requests held at once fit
     :data:`SIDE_BY_SIDE_REQUESTS`; a run above it goes alone."""
     groups: list[list[int]] = []
     held = 0
     for index, plan in enumerate(plans):
-        most = max(plan.settings.max_num_requests, *plan.warmup_batches, 0)
+        most = held_at_once(plan)
         if not groups or held + most > SIDE_BY_SIDE_REQUESTS:
             groups.append([])
             held = 0

@@ -51,6 +51,9 @@ class KVPool:
         self.keys = self._zeros_keys(initial_slots)
         self.values = self._zeros_values(initial_slots)
         self._free = list(range(initial_slots - 1, -1, -1))
+        self._written = [0] * initial_slots
+        """Per slot: positions below this may hold a previous owner's keys and values (a
+        forward stores at most up to its cache's new length; see :meth:`note_written`)."""
 
     @property
     def num_slots(self) -> int:
@@ -60,16 +63,35 @@ class KVPool:
         """A free slot, zeroed; the pool doubles when none is left (existing slots keep their
         index and contents)."""
         if not self._free:
-            old = self.num_slots
-            self.keys = torch.cat((self.keys, self._zeros_keys(old)), dim=1)
-            self.values = torch.cat((self.values, self._zeros_values(old)), dim=1)
-            self._free = list(range(2 * old - 1, old - 1, -1))
+            self.reserve(2 * self.num_slots)
         slot = self._free.pop()
         # Masked slots only ever contribute exact zeros, unless a previous owner left a NaN or
-        # an infinity there (0 * inf is NaN): start every cache from zeros.
-        self.keys[:, slot].zero_()
-        self.values[:, slot].zero_()
+        # an infinity there (0 * inf is NaN): start every cache from zeros. Only the positions
+        # a previous owner may have written need it (new slots are zeros already); a short
+        # request leaves most of a 256-position slot untouched.
+        written = self._written[slot]
+        if written:
+            self.keys[:, slot, :, :written].zero_()
+            self.values[:, slot, :, :, :written].zero_()
+            self._written[slot] = 0
         return slot
+
+    def reserve(self, slots: int) -> None:
+        """Grow to at least ``slots`` slots in one step (existing slots keep their index and
+        contents). An engine that knows how many caches a run holds at once reserves them
+        before it starts, instead of doubling (and copying every slot) along the way."""
+        old = self.num_slots
+        if slots <= old:
+            return
+        self.keys = torch.cat((self.keys, self._zeros_keys(slots - old)), dim=1)
+        self.values = torch.cat((self.values, self._zeros_values(slots - old)), dim=1)
+        self._free = list(range(slots - 1, old - 1, -1)) + self._free
+        self._written += [0] * (slots - old)
+
+    def note_written(self, slot: int, end: int) -> None:
+        """A forward is about to store positions below ``end`` of ``slot``."""
+        if end > self._written[slot]:
+            self._written[slot] = end
 
     def release(self, slot: int) -> None:
         self._free.append(slot)

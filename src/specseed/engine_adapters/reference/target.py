@@ -238,6 +238,10 @@ class LlamaTarget:
         """An empty KV cache for one request."""
         return KVCache(self._pool)
 
+    def reserve_caches(self, count: int) -> None:
+        """Make room for ``count`` caches held at once (see ``KVPool.reserve``)."""
+        self._pool.reserve(count)
+
     def forward(
         self, chunks: Sequence[tuple[KVCache, Sequence[int] | torch.Tensor]]
     ) -> list[TargetOutput]:
