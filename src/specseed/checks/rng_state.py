@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from specseed.checks.context import CheckContext
 from specseed.checks.evidence import (
@@ -19,7 +20,7 @@ from specseed.checks.suspects import merge, offset_suspects, overlap_suspect, se
 from specseed.core.contracts import RngContract, all_contracts
 from specseed.core.seeds import fmt_seed
 from specseed.core.wording import plural
-from specseed.traces.records import RowRecord, RunTrace, StepRecord
+from specseed.traces.records import RowRecord, RunTrace, SamplingEvent, StepRecord
 
 MAX_DETAIL_LINES = 8
 
@@ -99,7 +100,7 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     max_draft_len = ctx.max_draft_len(trace)
     shared = _shared_unseeded_seeds(trace) if contract.unseeded == "unique-seed" else {}
     clashes = _shared_window_clashes(trace, contract, max_draft_len)
-    rows: dict[str, list[OffsetRow]] = defaultdict(list)
+    observed: dict[str, list[_Observed]] = defaultdict(list)
     suspects: list[Suspect] = []
     mismatched: dict[str, set[str]] = defaultdict(set)
     events = 0
@@ -146,26 +147,21 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
                     if expected.matches_offset(event.offset)
                     else expected.shared_window_base + (expected.offset or 0)
                 )
-            label = event_state(event, step.step, row.decoding_iter).label()
-            rows[row.request_id].append(
-                OffsetRow(
-                    request=row.request_id,
-                    run=trace.name,
-                    step=step.step,
-                    decoding_iter=row.decoding_iter,
-                    event=label,
-                    expected_seed=expected.seed,
-                    expected_subsequence=expected_subsequence,
-                    expected_offset=expected_offset,
-                    seed=event.seed,
-                    subsequence=event.subsequence,
-                    offset=event.offset,
-                    draws=event.draws,
-                    mismatch=tuple(mismatch),
+            # The table row is built only for a request that fails (most events pass).
+            observed[row.request_id].append(
+                _Observed(
+                    step.step,
+                    row.decoding_iter,
+                    event,
+                    expected.seed,
+                    expected_subsequence,
+                    expected_offset,
+                    tuple(mismatch),
                 )
             )
             if not mismatch:
                 continue
+            label = event_state(event, step.step, row.decoding_iter).label()
             mismatched[row.request_id].update(mismatch)
             if "seed" in mismatch:
                 suspects.extend(
@@ -222,7 +218,7 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
             runs=(trace.name,),
         )
         return
-    bad = sum(1 for table in rows.values() for r in table if r.mismatch)
+    bad = sum(1 for table in observed.values() for seen in table if seen.mismatch)
     summary = "; ".join(
         f"{request}: {', '.join(sorted(fields))}" for request, fields in sorted(mismatched.items())
     )
@@ -250,8 +246,43 @@ def rng_contract(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         runs=(trace.name,),
         requests=tuple(sorted(mismatched)),
         suspects=merge(suspects),
-        offsets=tuple(r for request in sorted(mismatched) for r in rows[request]),
+        offsets=tuple(
+            _offset_row(trace.name, request, seen)
+            for request in sorted(mismatched)
+            for seen in observed[request]
+        ),
         details=details,
+    )
+
+
+class _Observed(NamedTuple):
+    """One event as ``rng_contract`` saw it, with the contract's expectation."""
+
+    step: int
+    decoding_iter: int
+    event: SamplingEvent
+    expected_seed: int | None
+    expected_subsequence: int
+    expected_offset: int | None
+    mismatch: tuple[str, ...]
+
+
+def _offset_row(run: str, request: str, seen: _Observed) -> OffsetRow:
+    event = seen.event
+    return OffsetRow(
+        request=request,
+        run=run,
+        step=seen.step,
+        decoding_iter=seen.decoding_iter,
+        event=event_state(event, seen.step, seen.decoding_iter).label(),
+        expected_seed=seen.expected_seed,
+        expected_subsequence=seen.expected_subsequence,
+        expected_offset=seen.expected_offset,
+        seed=event.seed,
+        subsequence=event.subsequence,
+        offset=event.offset,
+        draws=event.draws,
+        mismatch=seen.mismatch,
     )
 
 

@@ -7,7 +7,7 @@ import hashlib
 import pytest
 import torch
 
-from specseed.engine_adapters.reference.fingerprint import fingerprint
+from specseed.engine_adapters.reference.fingerprint import fingerprint, fingerprints
 
 
 def test_fingerprint_is_blake2b_of_the_little_endian_float32_bytes() -> None:
@@ -36,3 +36,12 @@ def test_fingerprint_accepts_views_and_other_dtypes() -> None:
 def test_fingerprint_takes_one_row() -> None:
     with pytest.raises(ValueError, match="one row"):
         fingerprint(torch.zeros(2, 3))
+
+
+def test_fingerprints_of_a_block_are_those_of_its_rows() -> None:
+    block = torch.linspace(-3, 3, 5 * 512).view(5, 512)
+    assert fingerprints(block) == [fingerprint(row) for row in block]
+    assert fingerprints(block[1:3, ::2]) == [fingerprint(row) for row in block[1:3, ::2]]
+    assert fingerprints(torch.zeros(0, 512)) == []
+    with pytest.raises(ValueError, match="rows"):
+        fingerprints(torch.zeros(3))

@@ -51,7 +51,7 @@ from specseed.engine_adapters.reference.model import (
     LlamaTarget,
     build_tiny_draft,
     build_tiny_target,
-    fingerprint,
+    fingerprints,
 )
 from specseed.engine_adapters.reference.options import ReferenceOptions
 from specseed.engine_adapters.reference.rng_assignment import (
@@ -538,7 +538,7 @@ class _EngineRun:
             remaining = request.plan.max_tokens - len(request.output)
             emitted = outcome.emitted[:remaining]
             outcome.emitted = emitted
-            outcome.fingerprints = tuple(fingerprint(logits[j]) for j in range(len(emitted)))
+            outcome.fingerprints = tuple(fingerprints(logits[: len(emitted)]))
             request.output.extend(emitted)
             request.last_token = emitted[-1]
             if len(request.output) >= request.plan.max_tokens:

@@ -17,10 +17,23 @@ def fingerprint(logits_row: torch.Tensor) -> str:
     """
     if logits_row.dim() != 1:
         raise ValueError(f"fingerprint takes one row, got shape {tuple(logits_row.shape)}")
-    row = logits_row.detach().to(device="cpu", dtype=torch.float32).contiguous()
+    return fingerprints(logits_row.unsqueeze(0))[0]
+
+
+def fingerprints(logits_rows: torch.Tensor) -> list[str]:
+    """:func:`fingerprint` of each row of ``[n, vocab]`` logits, read in one copy."""
+    if logits_rows.dim() != 2:
+        raise ValueError(f"fingerprints take rows, got shape {tuple(logits_rows.shape)}")
+    rows = logits_rows.detach().to(device="cpu", dtype=torch.float32).contiguous()
     if sys.byteorder == "big":
         # Fix the byte order so a fingerprint means the same on every host.
-        row = row.view(torch.uint8).view(-1, 4).flip(-1).contiguous()
+        rows = rows.view(torch.uint8).view(rows.shape[0], -1, 4).flip(-1).contiguous()
+    count = rows.shape[0]
+    size = rows.numel() * rows.element_size()
     # Read the bytes directly: numpy is not a dependency, and tolist() is 3x slower.
-    data = ctypes.string_at(row.data_ptr(), row.numel() * row.element_size())
-    return hashlib.blake2b(data, digest_size=8).hexdigest()
+    data = ctypes.string_at(rows.data_ptr(), size) if size else b""
+    width = size // count if count else 0
+    return [
+        hashlib.blake2b(data[i * width : (i + 1) * width], digest_size=8).hexdigest()
+        for i in range(count)
+    ]

@@ -8,7 +8,7 @@
   draft positions.
 - :data:`TINY_MODEL`, :func:`build_tiny_target`, :func:`build_tiny_draft` (tiny.py): the
   built-in models of the default audit.
-- :func:`fingerprint`: a stable hash of a logits row.
+- :func:`fingerprint`: a stable hash of a logits row (:func:`fingerprints`: of each row).
 
 Numerics are batch-invariant on the CPU (numerics.py explains how and why).
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from specseed.engine_adapters.reference.config import Eagle3DraftConfig, LlamaConfig, RopeScaling
 from specseed.engine_adapters.reference.draft import DerivedInit, DraftOutput, Eagle3DraftHead
-from specseed.engine_adapters.reference.fingerprint import fingerprint
+from specseed.engine_adapters.reference.fingerprint import fingerprint, fingerprints
 from specseed.engine_adapters.reference.kv_cache import KVCache
 from specseed.engine_adapters.reference.target import (
     LlamaTarget,
@@ -49,4 +49,5 @@ __all__ = [
     "build_tiny_target",
     "default_capture_layers",
     "fingerprint",
+    "fingerprints",
 ]
