@@ -28,6 +28,7 @@ with ``EngineError`` (exit 3) naming the scenarios that were in flight.
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing
 import os
 import signal
@@ -206,6 +207,10 @@ def _init_worker(
     import torch
 
     torch.set_num_threads(1)
+    # What the server imported (torch: about 190,000 objects) lives as long as the worker:
+    # out of the collector's sight, a full collection no longer walks it (measured: 0.18 s
+    # of full collections in a serial audit of the built-in library, 0.01 s frozen).
+    gc.freeze()
     _worker.update(
         config=config,
         settings=settings,
