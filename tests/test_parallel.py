@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -496,4 +497,71 @@ def test_a_forkserver_started_early_that_no_pool_used_does_not_hold_up_the_exit(
     assert done.returncode == 2, done.stdout + done.stderr
     assert "--jobs many" in done.stderr
     assert not (exits / "preloaded").exists()  # killed mid-import: the exit did not wait
+    assert _processes_with(marker) == []
+
+
+def test_matrix_workers_give_the_rows_of_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    from specseed.run import parallel
+    from specseed.run.matrix import run_matrix
+
+    monkeypatch.setattr(parallel, "_cpu_count", lambda: 2)  # two workers even on one core
+    defects = ["row0-seed", "engine-counter", "draw-overlap"]
+    serial = run_matrix(AuditConfig(), Path.cwd(), defects=defects, scenario_filter=["uptime"])
+    before = _children_states()
+    heard: list[str | None] = []
+    rows = parallel.run_matrix_jobs(
+        AuditConfig(),
+        Path.cwd(),
+        [None, *defects],
+        scenario_filter=["uptime"],
+        jobs=2,
+        on_row=lambda row: heard.append(row.defect),
+    )
+    assert rows == list(serial.rows)  # the same rows, in the same order
+    assert sorted(heard, key=str) == sorted([None, *defects], key=str)  # each once, as done
+    assert rows[0].verdict == "pass" and {"pass", "fail"} <= {r.verdict for r in rows[1:]}
+    new = {pid: state for pid, state in _children_states().items() if pid not in before}
+    assert "Z" not in new.values(), new
+    with pytest.raises(ValueError, match="jobs=1"):
+        run_matrix(AuditConfig(), Path.cwd(), defects=defects, jobs=2, on_defect=print)
+
+
+KILL_MATRIX_WORKERS = KILL_WORKERS.replace('"_serve"', '"_matrix_row"').replace(
+    "module._serve = _serve", "module._matrix_row = _serve"
+)
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
+def test_a_killed_matrix_worker_is_exit_3(tmp_path: Path) -> None:
+    assert KILL_MATRIX_WORKERS != KILL_WORKERS
+    marker = f"SPECSEED_TEST_MARKER={tmp_path.name}"
+    done, _ = _hooked_audit(
+        tmp_path, KILL_MATRIX_WORKERS, "--matrix", "-s", "distinct-seeds",
+        SPECSEED_TEST_MARKER=tmp_path.name,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "a worker process died while auditing the matrix" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert _processes_with(marker) == []  # no worker outlives the matrix
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_signal_stops_the_matrix_and_every_worker(tmp_path: Path, jobs: str) -> None:
+    # SIGTERM once the first audit is in: exit 143, the reason, and no worker left behind
+    # (they would otherwise serve on, orphaned, holding the output open).
+    marker = f"SPECSEED_TEST_MARKER={tmp_path.name}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "SPECSEED_TEST_MARKER": tmp_path.name}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "specseed", "audit", "--matrix", "-s", "uptime", "--jobs", jobs],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    first = proc.stderr.readline()
+    assert "[1/" in first and "audited with defect" in first, first
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, out + err
+    assert "interrupted by SIGTERM: the matrix is incomplete" in " ".join(err.split())
+    assert "Traceback" not in err
     assert _processes_with(marker) == []

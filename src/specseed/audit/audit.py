@@ -479,10 +479,14 @@ class Audit:
 
     # -- the detection matrix -------------------------------------------------------------
 
-    def run_matrix(self) -> tuple[MatrixResult | None, int]:
+    def run_matrix(
+        self, *, interrupts: Callable[[], InterruptGuard] | None = None
+    ) -> tuple[MatrixResult | None, int]:
         """Inject each defect class into the reference engine in turn (``run.matrix``) and
         render which checks catch it; exit 1 if the defect-free audit fails or a targeted
-        defect is missed. Records no bundle (one audit per defect)."""
+        defect is missed. Records no bundle (one audit per defect). A signal while the
+        audits run (``interrupts``, as in :meth:`run`) stops them and every worker: no
+        matrix, exit 130 or 143."""
         if self.outputs.bundle is not None:
             raise InputError(
                 "--bundle/--trace-dir record one audit; --matrix runs one per defect",
@@ -492,21 +496,43 @@ class Audit:
         if not self.selected():
             self._terminal()
             return None, self._skipped().exit_code
-        from specseed.run.matrix import run_matrix
+        from specseed.core.defects import DEFECT_IDS
+        from specseed.run.matrix import MatrixRow, run_matrix
+        from specseed.run.parallel import resolve_matrix_jobs
 
         self._terminal()
         err = self._err
+        audits = 1 + len(DEFECT_IDS)
+        done: list[MatrixRow] = []
 
-        def announce(defect: str | None) -> None:
+        def announce(row: MatrixRow) -> None:
+            done.append(row)
             if err is not None and self.outputs.progress:
-                err.print(f"[dim]auditing with defect: {defect or '(none)'}[/]")
+                err.print(
+                    f"[dim][{len(done)}/{audits}] audited with defect "
+                    f"{row.defect or '(none)'}: {row.verdict}[/]"
+                )
 
-        result = run_matrix(
-            self.config,
-            self.base_dir,
-            scenario_filter=list(self.outputs.scenarios) or None,
-            on_defect=announce,
-        )
+        guard = interrupts() if interrupts is not None else _NoGuard()
+        with guard:
+            try:
+                result = run_matrix(
+                    self.config,
+                    self.base_dir,
+                    scenario_filter=list(self.outputs.scenarios) or None,
+                    on_row=announce,
+                    jobs=resolve_matrix_jobs(self.outputs.jobs, self.config),
+                )
+            except KeyboardInterrupt:
+                guard.defer()
+                name = guard.received or "SIGINT"
+                if err is not None:
+                    err.print(
+                        f"interrupted by {name}: the matrix is incomplete ({len(done)} of "
+                        f"{audits} audits finished), nothing to report"
+                    )
+                return None, EXIT_SIGNAL[name]
+            guard.defer()
         if self._out is not None:
             from specseed.reporting.console import render_matrix
 

@@ -118,9 +118,10 @@ def audit(
             "--jobs",
             "-j",
             help=(
-                "Run independent scenarios in N worker processes (each loads its own engine). "
-                "auto: one per CPU for the reference engine's built-in model on the CPU when "
-                "the audit is large enough to pay for them, one process otherwise."
+                "Run independent scenarios (with --matrix: the defect classes' audits) in N "
+                "worker processes (each loads its own engine). auto: one per CPU for the "
+                "reference engine's built-in model on the CPU when the audit is large enough "
+                "to pay for them, one process otherwise."
             ),
             metavar="N|auto",
         ),
@@ -143,9 +144,11 @@ def audit(
     ] = False,
 ) -> None:
     """Replay scenarios on an engine and check reproducibility invariants."""
-    if model_yaml is None and not (scenario or matrix or shard_spec) and jobs.strip() != "1":
-        # The default audit runs on workers (--jobs auto on more than one CPU): their
-        # server's imports (torch) start now, beside this process's own imports and planning.
+    workers_coming = matrix or not (scenario or shard_spec)
+    if model_yaml is None and workers_coming and jobs.strip() != "1":
+        # The default audit and the matrix run on workers (--jobs auto on more than one
+        # CPU): their server's imports (torch) start now, beside this process's own imports
+        # and planning.
         from specseed.run.forkserver import start_early
 
         start_early()
@@ -189,7 +192,7 @@ def audit(
         else:
             runner = Audit.from_config(outputs=outputs)
         if matrix:
-            exit_code = runner.run_matrix()[1]
+            exit_code = runner.run_matrix(interrupts=InterruptGuard)[1]
         else:
             exit_code = runner.run(interrupts=InterruptGuard).exit_code
     raise typer.Exit(exit_code)

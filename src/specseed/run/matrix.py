@@ -18,10 +18,11 @@ from specseed.checks.attribution import root_causes
 from specseed.checks.findings import FAILING
 from specseed.core.contracts import get_contract
 from specseed.core.defects import DEFECT_IDS
-from specseed.core.errors import InputError
+from specseed.core.errors import AuditInterrupted, InputError
 from specseed.engine_adapters.base import EngineAdapter
 from specseed.plan.planning import PlannedScenario, base_settings, plan_audit
 from specseed.run.execute import create_adapter, run_audit
+from specseed.run.parallel import run_matrix_jobs, workers_for
 from specseed.run.results import AuditEvent, AuditResult
 from specseed.scenarios.schema import AuditConfig
 
@@ -141,8 +142,17 @@ def run_matrix(
     scenario_filter: Sequence[str] | None = None,
     on_defect: Callable[[str | None], None] | None = None,
     on_event: Callable[[AuditEvent], None] | None = None,
+    on_row: Callable[[MatrixRow], None] | None = None,
+    jobs: int = 1,
 ) -> MatrixResult:
-    """Audit once with no defect, then once per defect (the model is loaded once)."""
+    """Audit once with no defect, then once per defect (the model is loaded once per
+    process).
+
+    ``on_defect`` hears each defect as its audit starts and ``on_event`` that audit's events
+    (one process only); ``on_row`` hears each row as its audit ends. With ``jobs`` > 1 the
+    audits run side by side in worker processes (``run.parallel``, capped at the CPUs this
+    process may use), each worker auditing one defect at a time on its own engine; the rows
+    are the same, in the same order."""
     if config.engine.name != "reference":
         raise InputError(
             "the detection matrix injects defects into the reference engine only",
@@ -155,20 +165,55 @@ def run_matrix(
             f"defects: {', '.join(listed)}",
             hint="remove engine.options.defects from model.yaml",
         )
+    audits: list[str | None] = [None, *defects]
+    if jobs > 1 and (on_defect is not None or on_event is not None):
+        raise ValueError("on_defect and on_event follow audits in this process: jobs=1")
+    if jobs > 1 and workers_for(jobs, len(audits)) > 1:
+        rows = run_matrix_jobs(
+            config, base_dir, audits, scenario_filter=scenario_filter, jobs=jobs, on_row=on_row
+        )
+        return MatrixResult(contract=config.engine.contract, rows=tuple(rows))
     adapter: EngineAdapter = create_adapter(base_settings(config, base_dir))
     rows = []
     try:
-        for defect in (None, *defects):
+        for defect in audits:
             if on_defect is not None:
                 on_defect(defect)
-            options = {**config.engine.options, "defects": [] if defect is None else [defect]}
-            engine = config.engine.model_copy(update={"options": options})
-            variant = config.model_copy(update={"engine": engine})
-            planned: list[PlannedScenario] = plan_audit(variant, base_dir)
-            if scenario_filter:
-                planned = [p for p in planned if p.scenario.name in scenario_filter]
-            result = run_audit(variant, planned, base_dir, adapter=adapter, on_event=on_event)
-            rows.append(_row(defect, result))
+            row = matrix_row(
+                config,
+                base_dir,
+                defect,
+                adapter,
+                scenario_filter=scenario_filter,
+                on_event=on_event,
+            )
+            rows.append(row)
+            if on_row is not None:
+                on_row(row)
     finally:
         adapter.close()
     return MatrixResult(contract=config.engine.contract, rows=tuple(rows))
+
+
+def matrix_row(
+    config: AuditConfig,
+    base_dir: Path,
+    defect: str | None,
+    adapter: EngineAdapter,
+    *,
+    scenario_filter: Sequence[str] | None = None,
+    on_event: Callable[[AuditEvent], None] | None = None,
+) -> MatrixRow:
+    """One row of the matrix: the audit of ``config`` with ``defect`` injected (None: none)
+    on ``adapter``."""
+    options = {**config.engine.options, "defects": [] if defect is None else [defect]}
+    engine = config.engine.model_copy(update={"options": options})
+    variant = config.model_copy(update={"engine": engine})
+    planned: list[PlannedScenario] = plan_audit(variant, base_dir)
+    if scenario_filter:
+        planned = [p for p in planned if p.scenario.name in scenario_filter]
+    result = run_audit(variant, planned, base_dir, adapter=adapter, on_event=on_event)
+    if result.interrupted:
+        # The audit stopped at a signal and kept what finished: no row can stand for it.
+        raise AuditInterrupted(result.interrupted)
+    return _row(defect, result)

@@ -136,13 +136,35 @@ def resolve_jobs(jobs: int | str, config: AuditConfig, planned: Sequence[Planned
     can give."""
     if jobs != "auto":
         return int(jobs)
-    engine = config.engine
-    built_in = engine.checkpoint is None and engine.draft_checkpoint is None
-    if engine.name not in AUTO_ENGINES or engine.device != "cpu" or not built_in:
+    if not _auto_engine(config):
         return 1
     if sum(scenario_cost(item) for item in planned) < AUTO_MIN_TOKENS:
         return 1
     return max(1, min(_cpu_count(), len(planned)))
+
+
+def resolve_matrix_jobs(jobs: int | str, config: AuditConfig) -> int:
+    """``--jobs`` of ``--matrix``: ``auto`` is one worker per usable CPU where
+    :func:`resolve_jobs` would take workers at all (the built-in models of
+    :data:`AUTO_ENGINES` on the CPU): one audit per defect class is always enough work."""
+    if jobs != "auto":
+        return int(jobs)
+    return _cpu_count() if _auto_engine(config) else 1
+
+
+def _auto_engine(config: AuditConfig) -> bool:
+    """Whether ``--jobs auto`` may load one engine per CPU: a built-in model of
+    :data:`AUTO_ENGINES`, on the CPU."""
+    engine = config.engine
+    built_in = engine.checkpoint is None and engine.draft_checkpoint is None
+    return engine.name in AUTO_ENGINES and engine.device == "cpu" and built_in
+
+
+def workers_for(jobs: int, tasks: int) -> int:
+    """Worker processes for ``tasks`` independent tasks under ``--jobs N``: at most N, one
+    per task, and no more than the CPUs this process may use (a worker beyond them only adds
+    an engine's start-up and memory)."""
+    return max(1, min(jobs, _cpu_count(), tasks))
 
 
 # -- worker processes ---------------------------------------------------------------------
@@ -258,6 +280,24 @@ def _serve(task: tuple[int, PlannedScenario]) -> tuple[int, ScenarioResult, dict
     return index, result, plain_environment(engine.environment())
 
 
+def _matrix_row(task: tuple[str | None, Path, tuple[str, ...] | None]) -> Any:
+    """One audit of the detection matrix on this worker's engine (``run.matrix``)."""
+    from specseed.run.matrix import matrix_row
+
+    defect, base_dir, scenario_filter = task
+    if _worker.get("stopping"):
+        raise SystemExit(143)
+    _worker["serving"] = True
+    try:
+        return matrix_row(
+            _worker["config"], base_dir, defect, _engine(), scenario_filter=scenario_filter
+        )
+    except KeyboardInterrupt:
+        raise SystemExit(143) from None  # the parent stopped the matrix
+    finally:
+        _worker["serving"] = False
+
+
 def _send_run_event(event: object) -> None:
     """A run's start and end, to the parent's progress as they happen (the scenario's
     result comes back with the task)."""
@@ -294,8 +334,7 @@ def run_audit_jobs(
 
     ``jobs`` is capped at the CPUs this process may use: a worker beyond them only adds an
     engine's start-up and memory. Each worker runs torch on one thread."""
-    jobs = min(jobs, _cpu_count())
-    if jobs <= 1 or len(planned) <= 1:
+    if workers_for(jobs, len(planned)) <= 1:
         return run_audit(
             config,
             planned,
@@ -323,7 +362,7 @@ def run_audit_jobs(
         while not events.empty():
             emit(events.get())
 
-    workers = min(jobs, len(planned))
+    workers = workers_for(jobs, len(planned))
     executor = ProcessPoolExecutor(
         workers,
         mp_context=context,
@@ -406,3 +445,64 @@ def run_audit_jobs(
         unfinished=tuple(p.scenario.name for p in planned if p.scenario.name not in finished),
         workers=workers,
     )
+
+
+def run_matrix_jobs(
+    config: AuditConfig,
+    base_dir: Path,
+    defects: Sequence[str | None],
+    *,
+    scenario_filter: Sequence[str] | None,
+    jobs: int,
+    on_row: Callable[[Any], None] | None = None,
+) -> list[Any]:
+    """The detection matrix's audits (one per entry of ``defects``, None for no defect) in
+    ``jobs`` worker processes, each auditing one defect at a time on an engine of its own;
+    returns their ``MatrixRow`` objects in the order of ``defects``. ``on_row`` hears each
+    row as its audit ends. A worker that dies is ``EngineError``; Ctrl-C stops the workers
+    and raises ``KeyboardInterrupt``."""
+    from specseed.plan.planning import base_settings
+
+    workers = workers_for(jobs, len(defects))
+    context = _context()
+    executor = ProcessPoolExecutor(
+        workers,
+        mp_context=context,
+        initializer=_init_worker,
+        initargs=(
+            config,
+            base_settings(config, base_dir),
+            None,
+            None,
+            _ParentState(dict(os.environ)),
+            context.SimpleQueue(),
+        ),
+    )
+    filtered = tuple(scenario_filter) if scenario_filter else None
+    pending: dict[Future[Any], int] = {}
+    rows: dict[int, Any] = {}
+    try:
+        for index, defect in enumerate(defects):
+            pending[executor.submit(_matrix_row, (defect, base_dir, filtered))] = index
+        while pending:
+            ready, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in ready:
+                index = pending.pop(future)
+                rows[index] = future.result()
+                if on_row is not None:
+                    on_row(rows[index])
+    except BrokenProcessPool:
+        lost = ", ".join(str(defects[i] or "(none)") for i in sorted(pending.values()))
+        raise EngineError(
+            f"a worker process died while auditing the matrix (defects in flight: {lost}), "
+            "killed without a word, as the out-of-memory killer does",
+            hint="use fewer --jobs (each loads its own engine) or give the audit more memory",
+        ) from None
+    except KeyboardInterrupt:
+        _stop_workers(executor)
+        raise
+    finally:
+        _stop_workers(executor)
+        executor.shutdown(wait=True, cancel_futures=True)  # joins them: no defunct processes
+        multiprocessing.active_children()
+    return [rows[i] for i in range(len(defects))]
