@@ -9,6 +9,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -320,11 +321,13 @@ def test_workers_take_the_cwd_environment_and_stderr_of_the_pool_start(
         monkeypatch.chdir(tmp_path / name)
         monkeypatch.setenv("SPECSEED_TEST_POOL", name)
         with capture_engine_log(tmp_path / f"{name}.log"):
-            state = parallel._ParentState(dict(os.environ))
+            lifeline = parallel._Lifeline()
+            state = parallel._ParentState(dict(os.environ), lifeline.read)
             with ProcessPoolExecutor(
                 1, mp_context=parallel._context(), initializer=state.apply
             ) as pool:
                 cwd, value = pool.submit(_report_worker_state, "SPECSEED_TEST_POOL").result()
+            lifeline.close()
         assert (cwd, value) == (str(tmp_path / name), name)
         assert "worker line on descriptor 2" in (tmp_path / f"{name}.log").read_text()
 
@@ -564,4 +567,29 @@ def test_a_signal_stops_the_matrix_and_every_worker(tmp_path: Path, jobs: str) -
     assert proc.returncode == 143, out + err
     assert "interrupted by SIGTERM: the matrix is incomplete" in " ".join(err.split())
     assert "Traceback" not in err
+    assert _processes_with(marker) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
+def test_workers_leave_when_the_audit_is_killed_without_a_word(tmp_path: Path) -> None:
+    # SIGKILL (the out-of-memory killer, kill -9) leaves no time to stop the pool: the
+    # workers must notice on their own, or they, the forkserver and the resource tracker
+    # wait forever on queues no one writes to, holding engines and the output pipe.
+    marker = f"SPECSEED_TEST_MARKER={tmp_path.name}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "SPECSEED_TEST_MARKER": tmp_path.name}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "specseed", "audit", "--jobs", "2", "-s", "greedy-speculation",
+         "-s", "losslessness", "-s", "uptime"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    first = proc.stderr.readline()  # the audit has started: workers are serving
+    assert "auditing engine reference" in first, first
+    time.sleep(1.0)
+    assert len(_processes_with(marker)) >= 3, "no workers to orphan"
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 20
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert _processes_with(marker) == []

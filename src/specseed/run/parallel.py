@@ -22,7 +22,9 @@ Workers live in a ``concurrent.futures.ProcessPoolExecutor`` rather than a
 ``multiprocessing.Pool``: a worker that dies without a word (SIGKILL from the OOM killer)
 breaks the executor, and every waiting call raises ``BrokenProcessPool`` at once, where a
 ``Pool`` replaces the worker and waits forever for the task it lost. The audit then stops
-with ``EngineError`` (exit 3) naming the scenarios that were in flight.
+with ``EngineError`` (exit 3) naming the scenarios that were in flight. The other way
+round, workers leave on their own when the parent dies without stopping them (SIGKILL): each
+watches a pipe only the parent can hold open (``_Lifeline``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import gc
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -189,26 +192,66 @@ class _ParentState:
     forked it: a forkserver started by an earlier audit of this process holds that audit's
     environment and descriptor 2 (its engine log, see ``audit.engine_log``). The working
     directory and ``sys.path`` travel with multiprocessing's own start-up data. Module-level
-    values read at import (``SPECSEED_LINEAR``) are the forkserver's."""
+    values read at import (``SPECSEED_LINEAR``) are the forkserver's.
+
+    ``lifeline`` is the read end of a pipe whose write end only the parent holds
+    (:class:`_Lifeline`): a worker reads end-of-file there when the parent is gone."""
 
     environ: dict[str, str]
+    lifeline: int
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Called while the pool starts a worker: DupFd hands the worker a copy of this
-        # process's descriptor 2 (through the forkserver, or inherited when spawned).
-        return (_ParentState._rebuild, (self.environ, reduction.DupFd(2)))
+        # process's descriptor 2 (through the forkserver, or inherited when spawned), and
+        # one of the lifeline's read end.
+        return (
+            _ParentState._rebuild,
+            (self.environ, reduction.DupFd(2), reduction.DupFd(self.lifeline)),
+        )
 
     @staticmethod
-    def _rebuild(environ: dict[str, str], stderr: Any) -> _ParentState:
+    def _rebuild(environ: dict[str, str], stderr: Any, lifeline: Any) -> _ParentState:
         fd = stderr.detach()
         if fd != 2:
             os.dup2(fd, 2)
             os.close(fd)
-        return _ParentState(environ)
+        return _ParentState(environ, lifeline.detach())
 
     def apply(self) -> None:
         os.environ.clear()
         os.environ.update(self.environ)
+        threading.Thread(target=_leave_with_parent, args=(self.lifeline,), daemon=True).start()
+
+
+class _Lifeline:
+    """A pipe no one writes to, whose write end only this process holds. Workers hold
+    only the read end (``_ParentState``), so they read end-of-file there exactly when this
+    process is gone, however it went."""
+
+    def __init__(self) -> None:
+        self.read, self._write = os.pipe()  # not inherited by anything this process execs
+
+    def close(self) -> None:
+        """After the pool has shut down: no worker is left to watch it."""
+        for fd in (self.read, self._write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _leave_with_parent(lifeline: int) -> None:
+    """A worker's watch on the parent: when it is gone without stopping the pool (SIGKILL,
+    the out-of-memory killer), leave at once. Otherwise the worker, the forkserver and the
+    resource tracker would wait forever on queues that no one will write to, holding an
+    engine's memory and the audit's output (a shell's pipe stays open)."""
+    with contextlib.suppress(OSError):
+        while os.read(lifeline, 1):
+            pass
+    os._exit(EXIT_PARENT_GONE)
+
+
+EXIT_PARENT_GONE = 3
+"""A worker's exit status when its parent died first (what is left of the audit could not
+run: exit 3, as for an engine that could not run)."""
 
 
 def _init_worker(
@@ -305,6 +348,34 @@ def _send_run_event(event: object) -> None:
         _worker["events"].put(event)
 
 
+def _start_pool(
+    workers: int,
+    context: multiprocessing.context.BaseContext,
+    config: AuditConfig,
+    settings: EngineSettings,
+    trace_dir: Path | None,
+    trace_writer: Callable[[str, str], TraceWriter] | None,
+    events: Any,
+    lifeline: _Lifeline,
+) -> ProcessPoolExecutor:
+    """The worker pool: each worker starts in ``_init_worker`` with this process's state."""
+    parent = _ParentState(dict(os.environ), lifeline.read)
+    return ProcessPoolExecutor(
+        workers,
+        mp_context=context,
+        initializer=_init_worker,
+        initargs=(config, settings, trace_dir, trace_writer, parent, events),
+    )
+
+
+def _end_pool(executor: ProcessPoolExecutor, lifeline: _Lifeline) -> None:
+    """Stop every worker and join them (no defunct processes), then close the lifeline."""
+    _stop_workers(executor)
+    executor.shutdown(wait=True, cancel_futures=True)
+    multiprocessing.active_children()  # reap any other finished child of ours
+    lifeline.close()
+
+
 def _stop_workers(executor: ProcessPoolExecutor) -> None:
     """SIGTERM every live worker (the executor has no public way to stop busy workers)."""
     processes = getattr(executor, "_processes", None) or {}
@@ -363,18 +434,9 @@ def run_audit_jobs(
             emit(events.get())
 
     workers = workers_for(jobs, len(planned))
-    executor = ProcessPoolExecutor(
-        workers,
-        mp_context=context,
-        initializer=_init_worker,
-        initargs=(
-            config,
-            settings,
-            trace_dir,
-            trace_writer,
-            _ParentState(dict(os.environ)),
-            events,
-        ),
+    lifeline = _Lifeline()
+    executor = _start_pool(
+        workers, context, config, settings, trace_dir, trace_writer, events, lifeline
     )
     pending: dict[Future[tuple[int, ScenarioResult, dict[str, str]]], str] = {}
     try:
@@ -427,9 +489,7 @@ def run_audit_jobs(
         else:
             executor.shutdown(wait=True)
     finally:
-        _stop_workers(executor)
-        executor.shutdown(wait=True, cancel_futures=True)  # joins them: no defunct processes
-        multiprocessing.active_children()  # reap any other finished child of ours
+        _end_pool(executor, lifeline)
         if lock is not None:
             lock.release()
     results = tuple(done[i] for i in sorted(done))
@@ -465,18 +525,10 @@ def run_matrix_jobs(
 
     workers = workers_for(jobs, len(defects))
     context = _context()
-    executor = ProcessPoolExecutor(
-        workers,
-        mp_context=context,
-        initializer=_init_worker,
-        initargs=(
-            config,
-            base_settings(config, base_dir),
-            None,
-            None,
-            _ParentState(dict(os.environ)),
-            context.SimpleQueue(),
-        ),
+    lifeline = _Lifeline()
+    settings = base_settings(config, base_dir)
+    executor = _start_pool(
+        workers, context, config, settings, None, None, context.SimpleQueue(), lifeline
     )
     filtered = tuple(scenario_filter) if scenario_filter else None
     pending: dict[Future[Any], int] = {}
@@ -502,7 +554,5 @@ def run_matrix_jobs(
         _stop_workers(executor)
         raise
     finally:
-        _stop_workers(executor)
-        executor.shutdown(wait=True, cancel_futures=True)  # joins them: no defunct processes
-        multiprocessing.active_children()
+        _end_pool(executor, lifeline)
     return [rows[i] for i in range(len(defects))]
