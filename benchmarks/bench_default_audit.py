@@ -24,8 +24,10 @@ model build count, as they do for a user) and the variants are measured alternat
    (``time.thread_time``, which a busy machine disturbs less than wall time) of a prefill of
    8 x 20 tokens and 6 decode steps of 8 x 4;
 4. with ``--jobs N,auto``: ``specseed audit --jobs N`` (and ``--jobs auto``, what a plain
-   ``specseed audit`` does) of the last variant, in the same alternating rounds, wall time
-   only (the audit caps N at the CPUs it may use; run under ``taskset -c 0-3`` to give it 4).
+   ``specseed audit`` does) of the last kernel of each source tree (with ``--baseline``, the
+   baseline's too, and their ratio), in the same alternating rounds, wall time only (the
+   audit caps N at the CPUs it may use; run under ``taskset -c 0-3`` to give it 4). The
+   variant's sources reach the workers through ``PYTHONPATH``, which their server inherits.
 
 The serial variants run with ``--jobs 1``.
 
@@ -246,9 +248,12 @@ def main() -> None:
             base_src = _export(args.baseline, Path(tmp))
             variants += [Variant(f"{args.baseline}:{k}", base_src, k) for k in kernels]
         variants += [Variant(f"tree:{k}" if args.baseline else k, ROOT / "src", k) for k in kernels]
-        last = variants[-1]
+        # The last kernel of each source tree (the baseline's too), so that a parallel audit
+        # compares with the code before the change in the same rounds.
+        lasts = [v for v in variants if v.kernel == kernels[-1]]
         for n in (j.strip() for j in args.jobs.split(",") if j.strip() not in ("", "1")):
-            variants.append(dataclasses.replace(last, label=f"{last.label} -j{n}", jobs=n))
+            for last in lasts:
+                variants.append(dataclasses.replace(last, label=f"{last.label} -j{n}", jobs=n))
         report(variants, args)
 
 
@@ -285,6 +290,13 @@ def report(variants: list[Variant], args: argparse.Namespace) -> None:
         print(
             f"{labels[0]} / {label} = {base / statistics.median(r['wall'] for r in runs[label]):.2f}"
         )
+    parallel: dict[str, list[str]] = {}
+    for v in variants:
+        if v.jobs != "1":
+            parallel.setdefault(v.jobs, []).append(v.label)
+    for pair in (p for p in parallel.values() if len(p) == 2):
+        a, b = (statistics.median(r["wall"] for r in runs[label]) for label in pair)
+        print(f"{pair[0]} / {pair[1]} = {a / b:.2f}")
 
     names = [v.label for v in serial]
     ratio = _ratio_header(names)
