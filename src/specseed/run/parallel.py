@@ -36,7 +36,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -143,7 +143,7 @@ def resolve_jobs(jobs: int | str, config: AuditConfig, planned: Sequence[Planned
         return 1
     if sum(scenario_cost(item) for item in planned) < AUTO_MIN_TOKENS:
         return 1
-    return max(1, min(_cpu_count(), len(planned)))
+    return workers_for(_cpu_count(), len(planned))
 
 
 def resolve_matrix_jobs(jobs: int | str, config: AuditConfig) -> int:
@@ -301,11 +301,9 @@ def _serve(task: tuple[int, PlannedScenario]) -> tuple[int, ScenarioResult, dict
     index, item = task
     trace_dir = _worker["trace_dir"]
     folder = TraceDir(trace_dir) if trace_dir is not None else None  # the parent holds the lock
-    if _worker.get("stopping"):
-        raise SystemExit(143)  # the audit was stopped before this task began
-    _worker["serving"] = True
-    try:
+    with _serving_task():
         engine = _engine()
+        # On a stop, serve_scenario ends the current trace before the interrupt leaves it.
         result = serve_scenario(
             engine,
             item,
@@ -314,12 +312,6 @@ def _serve(task: tuple[int, PlannedScenario]) -> tuple[int, ScenarioResult, dict
             _send_run_event,
             trace_writer=_worker["trace_writer"],
         )
-    except KeyboardInterrupt:
-        # The parent stopped the audit; serve_scenario already ended the current trace.
-        # SystemExit leaves the worker without a traceback.
-        raise SystemExit(143) from None
-    finally:
-        _worker["serving"] = False
     return index, result, plain_environment(engine.environment())
 
 
@@ -328,15 +320,24 @@ def _matrix_row(task: tuple[str | None, Path, tuple[str, ...] | None]) -> Any:
     from specseed.run.matrix import matrix_row
 
     defect, base_dir, scenario_filter = task
-    if _worker.get("stopping"):
-        raise SystemExit(143)
-    _worker["serving"] = True
-    try:
+    with _serving_task():
         return matrix_row(
             _worker["config"], base_dir, defect, _engine(), scenario_filter=scenario_filter
         )
+
+
+@contextlib.contextmanager
+def _serving_task() -> Iterator[None]:
+    """A worker's task: refused once the parent has stopped the pool, and interruptible
+    by its SIGTERM while it runs (``_raise_interrupt``). An interrupt leaves the worker as
+    ``SystemExit(143)``, without a traceback."""
+    if _worker.get("stopping"):
+        raise SystemExit(143)  # stopped before this task began
+    _worker["serving"] = True
+    try:
+        yield
     except KeyboardInterrupt:
-        raise SystemExit(143) from None  # the parent stopped the matrix
+        raise SystemExit(143) from None
     finally:
         _worker["serving"] = False
 
