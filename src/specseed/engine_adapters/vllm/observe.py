@@ -73,7 +73,6 @@ call's range.
 
 from __future__ import annotations
 
-import hashlib
 import struct
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -84,6 +83,7 @@ from typing import Any, Literal
 import torch
 
 from specseed.core.contracts import EventKind
+from specseed.engine_adapters.reference.fingerprint import fingerprints
 
 MT_BLOCK = 624
 """Words per mt19937 state block (one twist)."""
@@ -151,12 +151,6 @@ class AppliedBatch:
         start = self.cu_num_draft_tokens[row - 1] if row > 0 else 0
         end = self.cu_num_draft_tokens[row]
         return self.temperature[start:end], self.top_k[start:end], self.top_p[start:end]
-
-
-def logits_fingerprint(row: torch.Tensor) -> str:
-    """The same fingerprint the reference engine writes: blake2b of the float32 row."""
-    data = row.detach().to(device="cpu", dtype=torch.float32).contiguous().numpy().tobytes()
-    return hashlib.blake2b(data, digest_size=8).hexdigest()
 
 
 class GeneratorPositions:
@@ -425,7 +419,7 @@ class RngObserver:
             prints, start = [], 0
             for row_drafts in drafts:
                 count = len(row_drafts) + 1
-                prints.append(tuple(logits_fingerprint(logits[start + j]) for j in range(count)))
+                prints.append(tuple(fingerprints(logits[start : start + count])))
                 start += count
             observer.seconds += time.perf_counter() - started
             output = runner_sample(self, logits, spec_decode_metadata)
