@@ -7,7 +7,7 @@ one line of why, so that users read the most likely cause first.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from specseed.checks.findings import EventState, Suspect, TokenDiff
 from specseed.core.contracts import DEFAULT_SAMPLING_SEED, RngContract
@@ -32,26 +32,52 @@ def _call_key(event: AnyEvent) -> tuple[str, int]:
     return (event.kind, event.index if event.kind == "draft" else 0)
 
 
-def call_row0(step: StepRecord, event: AnyEvent) -> tuple[str, int] | None:
+def call_row0(trace: RunTrace, step: StepRecord, event: AnyEvent) -> tuple[str, int] | None:
     """(request id, seed) at kernel row 0 of the call that ran ``event`` in ``step``."""
-    for row in step.rows:
-        for other in row.events:
-            if _call_key(other) == _call_key(event) and other.kernel_row == 0:
-                return row.request_id, other.seed
-    return None
+    call = _calls(trace, step).get(_call_key(event))
+    return None if call is None else call.row0
 
 
 def unseeded_in_call(trace: RunTrace, step: StepRecord, event: AnyEvent) -> list[tuple[str, int]]:
     """Unseeded requests (id, recorded seed) that ran in the same kernel call as ``event``."""
-    found = []
+    call = _calls(trace, step).get(_call_key(event))
+    return [] if call is None else list(call.unseeded)
+
+
+@dataclass
+class _Call:
+    """What the rules ask of one kernel call of a step."""
+
+    row0: tuple[str, int] | None = None
+    """(request id, seed) of its first event at kernel row 0."""
+    unseeded: list[tuple[str, int]] = field(default_factory=list)
+    """(request id, seed) of its events on unseeded requests, in row order."""
+
+
+def _calls(trace: RunTrace, step: StepRecord) -> dict[tuple[str, int], _Call]:
+    """The step's kernel calls by key, indexed once per trace and step: a check asks once per
+    pair of requests that shared a stream, and scanning the step's rows each time made the
+    check quadratic in rows (300 rows whose streams are all shared: seconds per audit)."""
+    # Keyed by identity; the step is kept beside its index, so a step that is not the
+    # trace's own (whose id a later object may reuse) never reads another step's index.
+    held, calls = trace.derived(
+        ("kernel-calls", id(step)), lambda: (step, _index_calls(trace, step))
+    )
+    return calls if held is step else _index_calls(trace, step)
+
+
+def _index_calls(trace: RunTrace, step: StepRecord) -> dict[tuple[str, int], _Call]:
+    calls: dict[tuple[str, int], _Call] = {}
     for row in step.rows:
         info = _info(trace, row.request_id)
-        if info is not None and info.seed is not None:
-            continue
-        for other in row.events:
-            if _call_key(other) == _call_key(event):
-                found.append((row.request_id, other.seed))
-    return found
+        unseeded = info is None or info.seed is None
+        for event in row.events:
+            call = calls.setdefault(_call_key(event), _Call())
+            if event.kernel_row == 0 and call.row0 is None:
+                call.row0 = (row.request_id, event.seed)
+            if unseeded:
+                call.unseeded.append((row.request_id, event.seed))
+    return calls
 
 
 def _info(trace: RunTrace, request_id: str) -> RequestInfo | None:
@@ -121,7 +147,7 @@ def seed_suspects(
                 f"the engine's seed of unseeded request {rid} in the same kernel call",
             )
         )
-    row0 = call_row0(step, event)
+    row0 = call_row0(trace, step, event)
     if not suspects and row0 is not None and row0[0] != request_id and row0[1] == event.seed:
         suspects.append(
             Suspect(
@@ -322,7 +348,7 @@ def _sampler_suspects(diff: TokenDiff, left: RunTrace, right: RunTrace) -> list[
             if event.kernel_row == 0:
                 continue
             step = _step(trace, event.step)
-            row0 = call_row0(step, event) if step is not None else None
+            row0 = call_row0(trace, step, event) if step is not None else None
             if row0 is not None and row0[1] != event.seed:
                 found.append(
                     Suspect(

@@ -19,13 +19,15 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, TypeVar
 
 from pydantic import ConfigDict, TypeAdapter
 
 from specseed.core.contracts import EventKind
 from specseed.core.errors import TraceWriteError
 from specseed.core.secrets import scrub_text
+
+T = TypeVar("T")
 
 TRACE_SCHEMA_VERSION = "1.2"
 """1.1 added ``observability``, ``fresh_engine``, ``warmup_batches``, ``warmup_batch`` and
@@ -328,6 +330,17 @@ class RunTrace:
         if info is None:
             raise KeyError(request_id)
         return info
+
+    @cached_property
+    def _derived(self) -> dict[object, Any]:
+        return {}
+
+    def derived(self, key: object, build: Callable[[], T]) -> T:
+        """``build()``, computed once per trace and ``key``: an index a check reads many
+        times (a trace is never modified, so the value never goes stale)."""
+        if key not in self._derived:
+            self._derived[key] = build()
+        return self._derived[key]
 
 
 # -- JSONL ------------------------------------------------------------------------------
