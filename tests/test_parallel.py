@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -250,17 +251,19 @@ def _processes_with(marker: str) -> list[int]:
 
 
 def _hooked_audit(
-    tmp_path: Path, sitecustomize: str, *args: str, **env: str
+    tmp_path: Path, sitecustomize: str, *args: str, script: list[str] | None = None, **env: str
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
     """``specseed audit --no-progress --jobs 2 ARGS`` in a fresh process whose every
     interpreter (the forkserver and workers too) first runs ``sitecustomize``; also returns
-    the environment, for further processes under the same hook."""
+    the environment, for further processes under the same hook. ``script``: what the
+    interpreter runs instead of ``-m specseed`` (a console script's file)."""
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(sitecustomize)
     environ = {**os.environ, "PYTHONPATH": f"{hook}{os.pathsep}{ROOT / 'src'}", **env}
+    command = [sys.executable, *(script or ["-m", "specseed"])]
     done = subprocess.run(
-        [sys.executable, "-m", "specseed", "audit", "--no-progress", "--jobs", "2", *args],
+        [*command, "audit", "--no-progress", "--jobs", "2", *args],
         capture_output=True, text=True, timeout=240, env=environ, cwd=tmp_path,
     )  # fmt: skip
     return done, environ
@@ -501,6 +504,53 @@ def test_a_forkserver_started_early_that_no_pool_used_does_not_hold_up_the_exit(
     assert "--jobs many" in done.stderr
     assert not (exits / "preloaded").exists()  # killed mid-import: the exit did not wait
     assert _processes_with(marker) == []
+
+
+MARK_APP_IMPORT = """
+import os
+import sys
+from pathlib import Path
+
+if "from multiprocessing.forkserver import main" in " ".join(sys.orig_argv):
+
+    class _AppImport:
+        # Installed in the forkserver, so in every worker it forks: marks the command-line
+        # app (typer) being imported there.
+        def find_spec(self, name, path=None, target=None):
+            if name == "typer":
+                (Path(os.environ["SPECSEED_TEST_EXITS"]) / f"typer-{os.getpid()}").write_text("")
+            return None
+
+    sys.meta_path.insert(0, _AppImport())
+"""
+
+
+@pytest.mark.skipif(
+    "forkserver" not in __import__("multiprocessing").get_all_start_methods(),
+    reason="no forkserver on this platform (workers are spawned)",
+)
+def test_workers_never_import_the_command_line_app(tmp_path: Path) -> None:
+    # Every worker imports the main script again. The console script's file must not pull
+    # in the command-line app (typer, rich and every command), which no worker runs.
+    # (Python re-imports a main script, not a package's __main__: the console script is
+    # the case that matters, written here as pip writes it from the installed entry point.)
+    (entry,) = entry_points(group="console_scripts", name="specseed")
+    script = tmp_path / "specseed"
+    script.write_text(
+        f"import re\nimport sys\nfrom {entry.module} import {entry.attr}\n"
+        "if __name__ == '__main__':\n"
+        "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
+        f"    sys.exit({entry.attr}())\n"
+    )
+    marks = tmp_path / "exits"
+    marks.mkdir()
+    done, _ = _hooked_audit(
+        tmp_path, MARK_APP_IMPORT, "-s", "distinct-seeds", "-s", "uptime",
+        script=[str(script)], SPECSEED_TEST_EXITS=str(marks),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "on 2 workers" in done.stdout
+    assert sorted(path.name for path in marks.iterdir()) == []
 
 
 def test_matrix_workers_give_the_rows_of_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
