@@ -27,7 +27,10 @@ model build count, as they do for a user) and the variants are measured alternat
    ``specseed audit`` does) of the last kernel of each source tree (with ``--baseline``, the
    baseline's too, and their ratio), in the same alternating rounds, wall time only (the
    audit caps N at the CPUs it may use; run under ``taskset -c 0-3`` to give it 4). The
-   variant's sources reach the workers through ``PYTHONPATH``, which their server inherits.
+   variant's sources reach the workers through ``PYTHONPATH``, which their server inherits,
+   and each variant runs as its own console script (written as pip writes it, from the
+   variant's pyproject.toml): workers import the main script again, so what the script
+   imports is part of the figure.
 
 The serial variants run with ``--jobs 1``.
 
@@ -39,12 +42,15 @@ that two variants recorded the same tokens, logits fingerprints and RNG events.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import dataclasses
 import json
 import os
 import platform
+import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -211,9 +217,9 @@ def _ratio_header(labels: list[str]) -> str:
 
 
 def _export(ref: str, into: Path) -> Path:
-    """``git archive REF src`` unpacked under ``into``; returns its ``src``."""
+    """``git archive REF src pyproject.toml`` unpacked under ``into``; returns its ``src``."""
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", ref, "src"],
+        ["git", "-C", str(ROOT), "archive", "--format=tar", ref, "src", "pyproject.toml"],
         capture_output=True,
         check=True,
     ).stdout
@@ -260,7 +266,8 @@ def main() -> None:
 def _measure(variant: Variant) -> dict[str, Any]:
     """One fresh audit process: its wall time, and for a serial audit its split and RSS."""
     if variant.jobs != "1":
-        audit = ["-m", "specseed", "audit", "--no-progress", "--jobs", variant.jobs]
+        script = str(_console_script(variant.src))
+        audit = [script, "audit", "--no-progress", "--jobs", variant.jobs]
         return {"wall": _child(audit, variant)[0]}
     wall, out = _child([__file__, "--split-child"], variant)
     return {
@@ -268,6 +275,31 @@ def _measure(variant: Variant) -> dict[str, Any]:
         "split": json.loads(_tagged(out, "SPLIT")),
         "rss": int(_tagged(out, "RSS")),
     }
+
+
+_SCRIPTS: dict[Path, Path] = {}
+
+
+def _console_script(src: Path) -> Path:
+    """The ``specseed`` console script of the tree holding ``src``, as pip writes it from
+    ``[project.scripts]`` (written once per tree, into a folder removed at exit)."""
+    script = _SCRIPTS.get(src)
+    if script is None:
+        folder = Path(tempfile.mkdtemp(prefix="specseed-bench-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        script = _SCRIPTS[src] = folder / "specseed"
+        text = (src.parent / "pyproject.toml").read_text()
+        found = re.search(r'^specseed\s*=\s*"([\w.]+):(\w+)"', text, re.MULTILINE)
+        if found is None:
+            raise SystemExit(f"no specseed console script in {src.parent / 'pyproject.toml'}")
+        module, function = found.groups()
+        script.write_text(
+            f"import re\nimport sys\nfrom {module} import {function}\n"
+            "if __name__ == '__main__':\n"
+            "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
+            f"    sys.exit({function}())\n"
+        )
+    return script
 
 
 def report(variants: list[Variant], args: argparse.Namespace) -> None:
