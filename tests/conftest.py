@@ -19,6 +19,7 @@ longer reach the scheduler (pytest-dev/pytest-xdist issue 1386: the worker rewri
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
@@ -137,3 +138,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     check_scheduling_scopes(items)
     if hasattr(config, "workerinput"):
         _longest_scopes_first(items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze what collection left (torch, the package, pytest's own objects) out of the
+    garbage collector's full collections, which otherwise walk all of it each time the
+    tests' own objects pile up: in tests/test_detection_matrix.py on one process, 8.1 s of
+    full collections became 1.4 s (of about 110 s). Objects are still freed by their
+    reference counts; only cycles among the frozen ones stay until the process ends."""
+    gc.freeze()
