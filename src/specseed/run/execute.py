@@ -221,6 +221,60 @@ def _unwritten(recorder: TraceRecorder) -> str | None:
     )
 
 
+class _ScenarioServing:
+    """One scenario of one audit being served: its runs' recorders, their traces, and the
+    result once the checks have judged them."""
+
+    def __init__(
+        self,
+        item: PlannedScenario,
+        trace_dir: TraceDir | None,
+        emit: EventHandler,
+        trace_writer: Callable[[str, str], TraceWriter] | None,
+    ) -> None:
+        self.item = item
+        self.emit = emit
+        self.trace_dir = trace_dir
+        self.trace_writer = trace_writer
+        self.started = time.perf_counter()
+        self.traces: dict[str, RunTrace] = {}
+        self.missing: list[str] = []
+
+    def recorder_for(self, plan: RunPlan) -> TraceRecorder:
+        self.emit(RunStarted(plan.scenario, plan.run))
+        writer = (
+            self.trace_writer(plan.scenario, plan.run)
+            if self.trace_writer is not None
+            else self.trace_dir.writer(plan.scenario, plan.run)
+            if self.trace_dir is not None
+            else None
+        )
+        return TraceRecorder(writer)
+
+    def served(self, plan: RunPlan, recorder: TraceRecorder, trace: RunTrace) -> None:
+        problem = _unwritten(recorder)
+        if problem is not None:
+            self.missing.append(problem)
+        self.traces[plan.run] = trace
+        self.emit(RunFinished(plan.scenario, plan.run, trace.end.seconds, trace.failed))
+
+    def result(self, config: AuditConfig, keep_steps: bool) -> ScenarioResult:
+        item, traces = self.item, self.traces
+        evidence: dict[str, Any] = {}
+        findings = evaluate(
+            item.scenario, traces, config.engine.contract, config.checks.skip, evidence
+        )
+        return ScenarioResult(
+            scenario=item.scenario,
+            source=item.loaded.source,
+            traces=traces if keep_steps else {n: replace(t, steps=()) for n, t in traces.items()},
+            findings=tuple(findings),
+            seconds=time.perf_counter() - self.started,
+            missing_evidence=tuple(self.missing),
+            distribution_evidence=evidence,
+        )
+
+
 def serve_scenario(
     engine: EngineAdapter,
     item: PlannedScenario,
@@ -237,47 +291,80 @@ def serve_scenario(
     when ``trace_dir`` is given): an audit's memory then grows with its largest scenario, not
     with all of them. ``keep_steps`` keeps them, for callers that need whole runs in memory.
     """
-    started = time.perf_counter()
-    traces: dict[str, RunTrace] = {}
-    missing: list[str] = []
-
-    def recorder_for(plan: RunPlan) -> TraceRecorder:
-        emit(RunStarted(plan.scenario, plan.run))
-        writer = (
-            trace_writer(plan.scenario, plan.run)
-            if trace_writer is not None
-            else trace_dir.writer(plan.scenario, plan.run)
-            if trace_dir is not None
-            else None
-        )
-        return TraceRecorder(writer)
-
-    def served(plan: RunPlan, recorder: TraceRecorder, trace: RunTrace) -> None:
-        problem = _unwritten(recorder)
-        if problem is not None:
-            missing.append(problem)
-        traces[plan.run] = trace
-        emit(RunFinished(plan.scenario, plan.run, trace.end.seconds, trace.failed))
-
+    serving = _ScenarioServing(item, trace_dir, emit, trace_writer)
     if len(item.plans) > 1 and engine.serves_side_by_side():
-        runs = [(plan, recorder_for(plan)) for plan in item.plans]
+        runs = [(plan, serving.recorder_for(plan)) for plan in item.plans]
         for (plan, recorder), trace in zip(runs, run_all_guarded(engine, runs), strict=True):
-            served(plan, recorder, trace)
+            serving.served(plan, recorder, trace)
     else:
         for plan in item.plans:
-            recorder = recorder_for(plan)
-            served(plan, recorder, run_guarded(engine, plan, recorder))
-    evidence: dict[str, Any] = {}
-    findings = evaluate(item.scenario, traces, config.engine.contract, config.checks.skip, evidence)
-    return ScenarioResult(
-        scenario=item.scenario,
-        source=item.loaded.source,
-        traces=traces if keep_steps else {n: replace(t, steps=()) for n, t in traces.items()},
-        findings=tuple(findings),
-        seconds=time.perf_counter() - started,
-        missing_evidence=tuple(missing),
-        distribution_evidence=evidence,
-    )
+            recorder = serving.recorder_for(plan)
+            serving.served(plan, recorder, run_guarded(engine, plan, recorder))
+    return serving.result(config, keep_steps)
+
+
+def run_audits_side_by_side(
+    audits: Sequence[tuple[AuditConfig, Sequence[PlannedScenario]]],
+    engine: EngineAdapter,
+    *,
+    on_event: Sequence[EventHandler] | None = None,
+) -> list[AuditResult]:
+    """Several audits of the same scenarios on one engine that serves runs side by side
+    (``engine.serves_side_by_side()``: their settings, such as injected defects, may differ
+    run by run): scenario after scenario, the runs of every audit are served together, then
+    each audit's checks judge its own runs. Each audit's result is the one ``run_audit``
+    gives it alone (every run records exactly what it records alone); only the number of
+    engine steps drops. ``on_event[i]`` hears audit ``i``'s events. An interrupt ends every
+    open trace and goes on up as ``AuditInterrupted``: no audit is complete.
+    """
+    if not engine.serves_side_by_side():
+        raise ValueError(f"engine {engine.name} does not serve runs side by side")
+    names = [[p.scenario.name for p in planned] for _, planned in audits]
+    if any(n != names[0] for n in names):
+        raise ValueError("audits served side by side must plan the same scenarios")
+    emits = list(on_event) if on_event is not None else [lambda _event: None] * len(audits)
+    started = time.perf_counter()
+    for (config, planned), emit in zip(audits, emits, strict=True):
+        validate_plans(engine, planned)
+        total = sum(len(p.plans) for p in planned)
+        emit(AuditStarted(scenarios=len(planned), runs=total, engine=config.engine.name))
+    results: list[list[ScenarioResult]] = [[] for _ in audits]
+    try:
+        for index in range(len(names[0]) if audits else 0):
+            servings = [
+                _ScenarioServing(planned[index], None, emit, None)
+                for (_, planned), emit in zip(audits, emits, strict=True)
+            ]
+            runs = [
+                (serving, plan, serving.recorder_for(plan))
+                for serving in servings
+                for plan in serving.item.plans
+            ]
+            traces = run_all_guarded(engine, [(plan, recorder) for _, plan, recorder in runs])
+            for (serving, plan, recorder), trace in zip(runs, traces, strict=True):
+                serving.served(plan, recorder, trace)
+            for (config, _), serving, emit, done in zip(
+                audits, servings, emits, results, strict=True
+            ):
+                result = serving.result(config, keep_steps=False)
+                done.append(result)
+                emit(ScenarioChecked(result))
+    except KeyboardInterrupt as exc:
+        if isinstance(exc, AuditInterrupted):
+            raise
+        raise AuditInterrupted("SIGINT") from exc
+    environment = plain_environment(engine.environment())
+    seconds = time.perf_counter() - started
+    return [
+        AuditResult(
+            config=config,
+            contract=config.engine.contract,
+            scenarios=tuple(done),
+            environment=environment,
+            seconds=seconds,
+        )
+        for (config, _), done in zip(audits, results, strict=True)
+    ]
 
 
 def run_audit(
