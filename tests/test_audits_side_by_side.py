@@ -10,6 +10,7 @@ import pytest
 from specseed.core.errors import AuditInterrupted
 from specseed.plan.planning import PlannedScenario, base_settings, plan_audit
 from specseed.run.execute import create_adapter, run_audit, run_audits_side_by_side
+from specseed.run.matrix import SIDE_BY_SIDE_AUDITS, matrix_groups
 from specseed.run.results import AuditEvent, AuditStarted, RunStarted, ScenarioChecked
 from specseed.scenarios.schema import AuditConfig, EngineConfig
 
@@ -82,3 +83,25 @@ def test_an_interrupt_goes_on_up_as_audit_interrupted() -> None:
             run_audits_side_by_side([(config, planned)], engine, on_event=[interrupt])
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize(
+    ("count", "workers", "sizes"),
+    [
+        (14, 1, [5, 5, 4]),
+        (14, 2, [4, 4, 3, 3]),
+        (14, 4, [4, 4, 3, 3]),
+        (14, 8, [2, 2, 2, 2, 2, 2, 1, 1]),
+        (3, 2, [2, 1]),
+        (1, 4, [1]),
+        (0, 2, []),
+    ],
+)
+def test_matrix_groups_cut_the_audits_in_order_evenly_per_worker(
+    count: int, workers: int, sizes: list[int]
+) -> None:
+    audits: list[str | None] = [None, *(f"d{i}" for i in range(1, count))][:count]
+    groups = matrix_groups(audits, workers)
+    assert [len(g) for g in groups] == sizes
+    assert [a for g in groups for a in g] == audits  # all, in order, none twice
+    assert all(len(g) <= SIDE_BY_SIDE_AUDITS for g in groups)

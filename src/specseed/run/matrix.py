@@ -149,13 +149,13 @@ def run_matrix(
     process).
 
     ``on_defect`` hears each defect as its audit starts and ``on_event`` that audit's events
-    (one process only); ``on_row`` hears each row as its audit ends. In one process, an engine
-    that serves runs side by side (the reference engine on the CPU) serves the audits in
-    groups of :data:`SIDE_BY_SIDE_AUDITS`, each scenario's runs of the whole group together;
-    a group's audits are then heard one after another once it has been served. With
-    ``jobs`` > 1 the audits run side by side in worker processes (``run.parallel``, capped at
-    the CPUs this process may use), each worker auditing one defect at a time on its own
-    engine; the rows are the same, in the same order."""
+    (one process only); ``on_row`` hears each row as its audit ends. An engine that serves
+    runs side by side (the reference engine on the CPU) serves the audits in groups
+    (:func:`matrix_groups`), each scenario's runs of the whole group together; a group's
+    audits are heard one after another once it has been served. With ``jobs`` > 1 the
+    groups go to worker processes (``run.parallel``, capped at the CPUs this process may
+    use), each worker serving one group at a time on its own engine; the rows are the same,
+    in the same order."""
     if config.engine.name != "reference":
         raise InputError(
             "the detection matrix injects defects into the reference engine only",
@@ -171,38 +171,84 @@ def run_matrix(
     audits: list[str | None] = [None, *defects]
     if jobs > 1 and (on_defect is not None or on_event is not None):
         raise ValueError("on_defect and on_event follow audits in this process: jobs=1")
-    if jobs > 1 and workers_for(jobs, len(audits)) > 1:
+    workers = workers_for(jobs, len(audits)) if jobs > 1 else 1
+    if workers > 1:
         rows = run_matrix_jobs(
-            config, base_dir, audits, scenario_filter=scenario_filter, jobs=jobs, on_row=on_row
+            config,
+            base_dir,
+            matrix_groups(audits, workers),
+            scenario_filter=scenario_filter,
+            jobs=jobs,
+            on_row=on_row,
         )
         return MatrixResult(contract=config.engine.contract, rows=tuple(rows))
     adapter: EngineAdapter = create_adapter(base_settings(config, base_dir))
     rows = []
     try:
-        if adapter.serves_side_by_side():
-            for start in range(0, len(audits), SIDE_BY_SIDE_AUDITS):
-                group = audits[start : start + SIDE_BY_SIDE_AUDITS]
-                rows += _rows_side_by_side(
-                    config, base_dir, group, adapter, scenario_filter, on_defect, on_event, on_row
-                )
-        else:
-            for defect in audits:
-                if on_defect is not None:
-                    on_defect(defect)
-                row = matrix_row(
-                    config,
-                    base_dir,
-                    defect,
-                    adapter,
-                    scenario_filter=scenario_filter,
-                    on_event=on_event,
-                )
-                rows.append(row)
-                if on_row is not None:
-                    on_row(row)
+        for group in matrix_groups(audits, 1):
+            rows += matrix_rows(
+                config,
+                base_dir,
+                group,
+                adapter,
+                scenario_filter=scenario_filter,
+                on_defect=on_defect,
+                on_event=on_event,
+                on_row=on_row,
+            )
     finally:
         adapter.close()
     return MatrixResult(contract=config.engine.contract, rows=tuple(rows))
+
+
+def matrix_groups(audits: Sequence[str | None], workers: int) -> list[list[str | None]]:
+    """``audits`` cut, in order, into groups served side by side: as few as keep each within
+    :data:`SIDE_BY_SIDE_AUDITS`, as a multiple of ``workers`` (so that each worker gets as
+    many), their sizes differing by one at most. Fourteen audits: 5, 5, 4 in one process;
+    4, 4, 3, 3 on two workers or four."""
+    if not audits:
+        return []
+    per_worker = -(-len(audits) // (workers * SIDE_BY_SIDE_AUDITS))
+    count = min(len(audits), workers * per_worker)
+    size, larger = divmod(len(audits), count)
+    groups: list[list[str | None]] = []
+    start = 0
+    for index in range(count):
+        end = start + size + (1 if index < larger else 0)
+        groups.append(list(audits[start:end]))
+        start = end
+    return groups
+
+
+def matrix_rows(
+    config: AuditConfig,
+    base_dir: Path,
+    defects: Sequence[str | None],
+    adapter: EngineAdapter,
+    *,
+    scenario_filter: Sequence[str] | None = None,
+    on_defect: Callable[[str | None], None] | None = None,
+    on_event: Callable[[AuditEvent], None] | None = None,
+    on_row: Callable[[MatrixRow], None] | None = None,
+) -> list[MatrixRow]:
+    """Rows of ``defects``' audits on ``adapter``: side by side where it serves runs so
+    (``run_audits_side_by_side``; each audit is then heard, ``on_defect``, its events and
+    its row, once the group has been served), else one audit after another."""
+    if len(defects) > 1 and adapter.serves_side_by_side():
+        return _rows_side_by_side(
+            config, base_dir, defects, adapter, scenario_filter, on_defect, on_event, on_row
+        )
+    rows = []
+    for defect in defects:
+        if on_defect is not None:
+            on_defect(defect)
+        row = matrix_row(
+            config, base_dir, defect, adapter, scenario_filter=scenario_filter, on_event=on_event
+        )
+        rows.append(row)
+        if on_row is not None:
+            on_row(row)
+    return rows
 
 
 SIDE_BY_SIDE_AUDITS = 5

@@ -315,14 +315,14 @@ def _serve(task: tuple[int, PlannedScenario]) -> tuple[int, ScenarioResult, dict
     return index, result, plain_environment(engine.environment())
 
 
-def _matrix_row(task: tuple[str | None, Path, tuple[str, ...] | None]) -> Any:
-    """One audit of the detection matrix on this worker's engine (``run.matrix``)."""
-    from specseed.run.matrix import matrix_row
+def _matrix_rows(task: tuple[list[str | None], Path, tuple[str, ...] | None]) -> Any:
+    """One group of the detection matrix's audits on this worker's engine (``run.matrix``)."""
+    from specseed.run.matrix import matrix_rows
 
-    defect, base_dir, scenario_filter = task
+    defects, base_dir, scenario_filter = task
     with _serving_task():
-        return matrix_row(
-            _worker["config"], base_dir, defect, _engine(), scenario_filter=scenario_filter
+        return matrix_rows(
+            _worker["config"], base_dir, defects, _engine(), scenario_filter=scenario_filter
         )
 
 
@@ -511,20 +511,20 @@ def run_audit_jobs(
 def run_matrix_jobs(
     config: AuditConfig,
     base_dir: Path,
-    defects: Sequence[str | None],
+    groups: Sequence[Sequence[str | None]],
     *,
     scenario_filter: Sequence[str] | None,
     jobs: int,
     on_row: Callable[[Any], None] | None = None,
 ) -> list[Any]:
-    """The detection matrix's audits (one per entry of ``defects``, None for no defect) in
-    ``jobs`` worker processes, each auditing one defect at a time on an engine of its own;
-    returns their ``MatrixRow`` objects in the order of ``defects``. ``on_row`` hears each
-    row as its audit ends. A worker that dies is ``EngineError``; Ctrl-C stops the workers
-    and raises ``KeyboardInterrupt``."""
+    """The detection matrix's audits (one per defect of ``groups``, None for no defect) in
+    ``jobs`` worker processes, each serving one group at a time on an engine of its own
+    (``run.matrix.matrix_rows``); returns their ``MatrixRow`` objects in the order of the
+    groups. ``on_row`` hears each row once its group has been served. A worker that dies is
+    ``EngineError``; Ctrl-C stops the workers and raises ``KeyboardInterrupt``."""
     from specseed.plan.planning import base_settings
 
-    workers = workers_for(jobs, len(defects))
+    workers = workers_for(jobs, len(groups))
     context = _context()
     lifeline = _Lifeline()
     settings = base_settings(config, base_dir)
@@ -533,19 +533,22 @@ def run_matrix_jobs(
     )
     filtered = tuple(scenario_filter) if scenario_filter else None
     pending: dict[Future[Any], int] = {}
-    rows: dict[int, Any] = {}
+    rows: dict[int, list[Any]] = {}
     try:
-        for index, defect in enumerate(defects):
-            pending[executor.submit(_matrix_row, (defect, base_dir, filtered))] = index
+        for index, group in enumerate(groups):
+            pending[executor.submit(_matrix_rows, (list(group), base_dir, filtered))] = index
         while pending:
             ready, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in ready:
                 index = pending.pop(future)
                 rows[index] = future.result()
                 if on_row is not None:
-                    on_row(rows[index])
+                    for row in rows[index]:
+                        on_row(row)
     except BrokenProcessPool:
-        lost = ", ".join(str(defects[i] or "(none)") for i in sorted(pending.values()))
+        lost = ", ".join(
+            str(defect or "(none)") for i in sorted(pending.values()) for defect in groups[i]
+        )
         raise EngineError(
             f"a worker process died while auditing the matrix (defects in flight: {lost}), "
             "killed without a word, as the out-of-memory killer does",
@@ -556,4 +559,4 @@ def run_matrix_jobs(
         raise
     finally:
         _end_pool(executor, lifeline)
-    return [rows[i] for i in range(len(defects))]
+    return [row for i in range(len(groups)) for row in rows[i]]
