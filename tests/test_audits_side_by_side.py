@@ -105,3 +105,18 @@ def test_matrix_groups_cut_the_audits_in_order_evenly_per_worker(
     assert [len(g) for g in groups] == sizes
     assert [a for g in groups for a in g] == audits  # all, in order, none twice
     assert all(len(g) <= SIDE_BY_SIDE_AUDITS for g in groups)
+
+
+def test_audits_whose_runs_hold_many_requests_are_served_one_at_a_time() -> None:
+    # Memory: the 300-request distribution run of each audit goes alone (as in one audit),
+    # while the small scenarios of several audits go together.
+    from specseed.run.execute import AUDITS_HELD_TOGETHER, _held_together, _ScenarioServing
+
+    def servings(scenario: str) -> list[_ScenarioServing]:
+        config = AuditConfig(scenarios=[scenario])
+        item = plan_audit(config, Path.cwd())[0]
+        return [_ScenarioServing(item, None, lambda _e: None, None) for _ in range(5)]
+
+    assert [len(g) for g in _held_together(servings("distribution"))] == [1, 1, 1, 1, 1]
+    assert [len(g) for g in _held_together(servings("losslessness"))] == [5]
+    assert AUDITS_HELD_TOGETHER < 2 * 300

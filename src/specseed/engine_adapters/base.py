@@ -173,6 +173,12 @@ class RunOutcome:
     """``time.perf_counter()`` when the run ended."""
 
 
+def held_at_once(plan: RunPlan) -> int:
+    """Most requests a run holds at once: the larger of ``max_num_requests`` and its
+    largest warmup batch."""
+    return max(plan.settings.max_num_requests, *plan.warmup_batches, 0)
+
+
 def plain_environment(environment: Mapping[str, object]) -> dict[str, str]:
     """An engine's environment as plain strings. ``torch.__version__`` is a ``str`` subclass
     defined in torch: kept as it is, every pickle of a trace header (``--jobs`` results)

@@ -30,6 +30,7 @@ from specseed.engine_adapters.base import (
     EngineSettings,
     RunPlan,
     failure_from,
+    held_at_once,
     plain_environment,
 )
 from specseed.engine_adapters.registry import load_adapter_class
@@ -303,6 +304,28 @@ def serve_scenario(
     return serving.result(config, keep_steps)
 
 
+AUDITS_HELD_TOGETHER = 256
+"""Most requests the runs of audits served together may hold at once (``held_at_once``):
+the library's small scenarios go together whole, whereas an audit whose scenario holds
+more (the 300 requests of ``distribution``) is served on its own, with the memory of one
+audit (merging such runs gained nothing: their forwards are large already)."""
+
+
+def _held_together(servings: Sequence[_ScenarioServing]) -> list[list[_ScenarioServing]]:
+    """Consecutive audits' servings of one scenario whose runs' requests held at once fit
+    :data:`AUDITS_HELD_TOGETHER` (an audit above it goes alone)."""
+    groups: list[list[_ScenarioServing]] = []
+    held = 0
+    for serving in servings:
+        most = sum(held_at_once(plan) for plan in serving.item.plans)
+        if not groups or held + most > AUDITS_HELD_TOGETHER:
+            groups.append([])
+            held = 0
+        groups[-1].append(serving)
+        held += most
+    return groups
+
+
 def run_audits_side_by_side(
     audits: Sequence[tuple[AuditConfig, Sequence[PlannedScenario]]],
     engine: EngineAdapter,
@@ -311,8 +334,9 @@ def run_audits_side_by_side(
 ) -> list[AuditResult]:
     """Several audits of the same scenarios on one engine that serves runs side by side
     (``engine.serves_side_by_side()``: their settings, such as injected defects, may differ
-    run by run): scenario after scenario, the runs of every audit are served together, then
-    each audit's checks judge its own runs. Each audit's result is the one ``run_audit``
+    run by run): scenario after scenario, the runs of the audits are served together (as
+    many consecutive audits as :data:`AUDITS_HELD_TOGETHER` allows), then each audit's checks
+    judge its own runs. Each audit's result is the one ``run_audit``
     gives it alone (every run records exactly what it records alone); only the number of
     engine steps drops. ``on_event[i]`` hears audit ``i``'s events. An interrupt ends every
     open trace and goes on up as ``AuditInterrupted``: no audit is complete.
@@ -335,14 +359,17 @@ def run_audits_side_by_side(
                 _ScenarioServing(planned[index], None, emit, None)
                 for (_, planned), emit in zip(audits, emits, strict=True)
             ]
-            runs = [
-                (serving, plan, serving.recorder_for(plan))
-                for serving in servings
-                for plan in serving.item.plans
-            ]
-            traces = run_all_guarded(engine, [(plan, recorder) for _, plan, recorder in runs])
-            for (serving, plan, recorder), trace in zip(runs, traces, strict=True):
-                serving.served(plan, recorder, trace)
+            for together in _held_together(servings):
+                runs = [
+                    (serving, plan, serving.recorder_for(plan))
+                    for serving in together
+                    for plan in serving.item.plans
+                ]
+                plans = [(plan, recorder) for _, plan, recorder in runs]
+                for (serving, plan, recorder), trace in zip(
+                    runs, run_all_guarded(engine, plans), strict=True
+                ):
+                    serving.served(plan, recorder, trace)
             for (config, _), serving, emit, done in zip(
                 audits, servings, emits, results, strict=True
             ):

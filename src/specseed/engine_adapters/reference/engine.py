@@ -34,6 +34,7 @@ from specseed.engine_adapters.base import (
     RunOutcome,
     RunPlan,
     RunStart,
+    held_at_once,
     options_of,
     warmup_requests,
 )
@@ -268,12 +269,6 @@ SIDE_BY_SIDE_REQUESTS = 1024
 ``max_num_requests`` and its largest warmup batch). A request holds KV caches of about 330
 KiB in the built-in model (target and draft head, 256 positions); one run alone may hold up
 to 4,096 (a warmup batch)."""
-
-
-def held_at_once(plan: RunPlan) -> int:
-    """Most requests a run holds at once: the larger of ``max_num_requests`` and its
-    largest warmup batch."""
-    return max(plan.settings.max_num_requests, *plan.warmup_batches, 0)
 
 
 def side_by_side_groups(plans: Sequence[RunPlan]) -> list[list[int]]:
