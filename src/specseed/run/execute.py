@@ -238,10 +238,13 @@ class _ScenarioServing:
         self.trace_dir = trace_dir
         self.trace_writer = trace_writer
         self.started = time.perf_counter()
+        self.opened = False
         self.traces: dict[str, RunTrace] = {}
         self.missing: list[str] = []
 
     def recorder_for(self, plan: RunPlan) -> TraceRecorder:
+        if not self.opened:  # the scenario's time starts with its first run
+            self.opened, self.started = True, time.perf_counter()
         self.emit(RunStarted(plan.scenario, plan.run))
         writer = (
             self.trace_writer(plan.scenario, plan.run)
@@ -359,6 +362,7 @@ def run_audits_side_by_side(
                 _ScenarioServing(planned[index], None, emit, None)
                 for (_, planned), emit in zip(audits, emits, strict=True)
             ]
+            of_audit = {id(serving): number for number, serving in enumerate(servings)}
             for together in _held_together(servings):
                 runs = [
                     (serving, plan, serving.recorder_for(plan))
@@ -370,12 +374,12 @@ def run_audits_side_by_side(
                     runs, run_all_guarded(engine, plans), strict=True
                 ):
                     serving.served(plan, recorder, trace)
-            for (config, _), serving, emit, done in zip(
-                audits, servings, emits, results, strict=True
-            ):
-                result = serving.result(config, keep_steps=False)
-                done.append(result)
-                emit(ScenarioChecked(result))
+                # Judged as soon as served: their steps go before the next audits' runs.
+                for serving in together:
+                    number = of_audit[id(serving)]
+                    result = serving.result(audits[number][0], keep_steps=False)
+                    results[number].append(result)
+                    emits[number](ScenarioChecked(result))
     except KeyboardInterrupt as exc:
         if isinstance(exc, AuditInterrupted):
             raise
