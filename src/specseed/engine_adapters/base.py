@@ -14,10 +14,10 @@ from __future__ import annotations
 import time
 import traceback
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -33,6 +33,8 @@ from specseed.traces.records import (
     RunTrace,
     TraceRecorder,
 )
+
+T = TypeVar("T")
 
 
 class NoOptions(BaseModel):
@@ -177,6 +179,22 @@ def held_at_once(plan: RunPlan) -> int:
     """Most requests a run holds at once: the larger of ``max_num_requests`` and its
     largest warmup batch."""
     return max(plan.settings.max_num_requests, *plan.warmup_batches, 0)
+
+
+def held_within(items: Sequence[T], held: Callable[[T], int], budget: int) -> list[list[T]]:
+    """``items`` cut, in order, into groups whose ``held`` sum stays within ``budget``; an
+    item above it goes alone. How runs (or audits) served side by side bound the requests,
+    hence the KV caches, they hold at once."""
+    groups: list[list[T]] = []
+    total = 0
+    for item in items:
+        most = held(item)
+        if not groups or total + most > budget:
+            groups.append([])
+            total = 0
+        groups[-1].append(item)
+        total += most
+    return groups
 
 
 def plain_environment(environment: Mapping[str, object]) -> dict[str, str]:

@@ -31,6 +31,7 @@ from specseed.engine_adapters.base import (
     RunPlan,
     failure_from,
     held_at_once,
+    held_within,
     plain_environment,
 )
 from specseed.engine_adapters.registry import load_adapter_class
@@ -317,16 +318,11 @@ audit (merging such runs gained nothing: their forwards are large already)."""
 def _held_together(servings: Sequence[_ScenarioServing]) -> list[list[_ScenarioServing]]:
     """Consecutive audits' servings of one scenario whose runs' requests held at once fit
     :data:`AUDITS_HELD_TOGETHER` (an audit above it goes alone)."""
-    groups: list[list[_ScenarioServing]] = []
-    held = 0
-    for serving in servings:
-        most = sum(held_at_once(plan) for plan in serving.item.plans)
-        if not groups or held + most > AUDITS_HELD_TOGETHER:
-            groups.append([])
-            held = 0
-        groups[-1].append(serving)
-        held += most
-    return groups
+    return held_within(
+        servings,
+        lambda serving: sum(held_at_once(plan) for plan in serving.item.plans),
+        AUDITS_HELD_TOGETHER,
+    )
 
 
 def run_audits_side_by_side(

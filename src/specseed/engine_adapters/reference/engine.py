@@ -35,6 +35,7 @@ from specseed.engine_adapters.base import (
     RunPlan,
     RunStart,
     held_at_once,
+    held_within,
     options_of,
     warmup_requests,
 )
@@ -274,16 +275,9 @@ to 4,096 (a warmup batch)."""
 def side_by_side_groups(plans: Sequence[RunPlan]) -> list[list[int]]:
     """Consecutive runs (by index) whose requests held at once fit
     :data:`SIDE_BY_SIDE_REQUESTS`; a run above it goes alone."""
-    groups: list[list[int]] = []
-    held = 0
-    for index, plan in enumerate(plans):
-        most = held_at_once(plan)
-        if not groups or held + most > SIDE_BY_SIDE_REQUESTS:
-            groups.append([])
-            held = 0
-        groups[-1].append(index)
-        held += most
-    return groups
+    return held_within(
+        range(len(plans)), lambda index: held_at_once(plans[index]), SIDE_BY_SIDE_REQUESTS
+    )
 
 
 def _program(
