@@ -645,3 +645,56 @@ def test_workers_leave_when_the_audit_is_killed_without_a_word(tmp_path: Path) -
     while _processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _processes_with(marker) == []
+
+
+MARK_PRELOAD_COLLECTIONS = """
+import gc
+import os
+import sys
+from pathlib import Path
+
+if "from multiprocessing.forkserver import main" in " ".join(sys.orig_argv):
+    _MARKS = Path(os.environ["SPECSEED_TEST_EXITS"])
+
+    class _TorchImport:
+        # Marks whether the collector is on when the forkserver starts importing torch.
+        def find_spec(self, name, path=None, target=None):
+            if name == "torch":
+                (_MARKS / f"torch-{os.getpid()}-{gc.isenabled()}").write_text("")
+            return None
+
+    def _collections(phase, info):
+        # Installed in the forkserver, so in every worker it forks: marks each collection.
+        if phase == "start":
+            (_MARKS / f"gen{info['generation']}-{os.getpid()}").write_text("")
+
+    sys.meta_path.insert(0, _TorchImport())
+    gc.callbacks.append(_collections)
+"""
+
+
+@pytest.mark.skipif(
+    "forkserver" not in __import__("multiprocessing").get_all_start_methods(),
+    reason="no forkserver on this platform (workers are spawned)",
+)
+def test_the_forkserver_imports_with_the_collector_off_and_its_workers_collect(
+    tmp_path: Path,
+) -> None:
+    # Full collections during torch's import walk every object it made so far, again and
+    # again; the workers' server imports with the collector off. Its workers, forked after
+    # the import, must collect as any process does.
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    done, _ = _hooked_audit(
+        tmp_path, MARK_PRELOAD_COLLECTIONS, "-s", "distinct-seeds", "-s", "uptime",
+        SPECSEED_TEST_EXITS=str(marks),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "on 2 workers" in done.stdout
+    names = [path.name for path in marks.iterdir()]
+    (torch_import,) = [name for name in names if name.startswith("torch-")]
+    _, server, enabled = torch_import.split("-")
+    assert enabled == "False", names  # the server imported torch with the collector off
+    assert f"gen2-{server}" not in names  # no full collection (it collects young objects)
+    workers = {name.split("-")[1] for name in names if name.startswith("gen")} - {server}
+    assert len(workers) == 2, names  # each worker collects

@@ -36,6 +36,7 @@ from specseed.engine_adapters.base import (
 )
 from specseed.engine_adapters.registry import load_adapter_class
 from specseed.plan.planning import PlannedScenario, engine_settings
+from specseed.run.collector import quiet_imports
 from specseed.run.results import (
     AuditResult,
     AuditStarted,
@@ -151,7 +152,8 @@ def evaluate(
 
 def create_adapter(settings: EngineSettings) -> EngineAdapter:
     """Load the engine (heavy: imports torch and the model). Raises ``EngineError``."""
-    adapter_class = load_adapter_class(settings.name)
+    with quiet_imports():  # torch's import, without full collections walking its objects
+        adapter_class = load_adapter_class(settings.name)
     adapter = adapter_class(settings)
     if not isinstance(adapter, EngineAdapter):
         raise EngineError(f"{adapter_class!r} is not an EngineAdapter")

@@ -1,8 +1,8 @@
 """The ``--jobs`` workers' forkserver: what it preloads, when it starts, how it stops.
 
 Workers fork from a ``forkserver`` that has imported torch and the engine modules once
-(:data:`PRELOAD`), so a worker is ready in milliseconds. Those imports take about 1.5 s on a
-2-core machine; started when the pool is made, after the audit's own imports and planning,
+(:data:`WORKER_MODULES`, with the garbage collector off: ``forkserver_preload``), so a worker
+is ready in milliseconds. Those imports take about 1 s on a 2-core machine; started when the pool is made, after the audit's own imports and planning,
 they are the first thing every worker waits for. :func:`start_early` starts the server as
 soon as a caller knows workers are coming (the default audit: the reference engine's
 built-in model over the built-in library), so that its imports run beside the parent's.
@@ -20,17 +20,23 @@ import os
 import signal
 from collections.abc import Callable
 
-PRELOAD = (
-    "specseed",  # first: its warning filter must be in place before torch is imported
+WORKER_MODULES = (
     "torch",
     "specseed.run.execute",
     "specseed.engine_adapters.reference.engine",
     "specseed.distribution.collect",
     "specseed.distribution.analysis",
     "specseed.distribution.twosample",
+)
+"""Modules the forkserver imports once for every worker it forks (``forkserver_preload``
+imports them with the garbage collector off)."""
+
+PRELOAD = (
+    "specseed",  # first: its warning filter must be in place before torch is imported
+    "specseed.run.forkserver_preload",  # WORKER_MODULES
     "specseed.run.forkserver_exit",  # last: its exit handler runs first (see the module)
 )
-"""Modules the forkserver imports once for every worker it forks."""
+"""Modules the forkserver preloads, after the main script."""
 
 _AT_EXIT: list[Callable[[], None]] = []
 """What this process registered with ``atexit`` (once each)."""

@@ -21,15 +21,7 @@ import contextlib
 import os
 import sys
 
-FORKSERVER_COMMAND = "from multiprocessing.forkserver import main"
-"""How CPython starts a forkserver (``python -c 'from multiprocessing.forkserver import main;
-main(...)'``), the mark this handler looks for."""
-
-
-def is_forkserver() -> bool:
-    """Whether this process is a multiprocessing forkserver."""
-    argv = getattr(sys, "orig_argv", [])
-    return "-c" in argv and any(arg.startswith(FORKSERVER_COMMAND) for arg in argv)
+from specseed.run.forkserver_preload import is_forkserver
 
 
 def _exit_now() -> None:
