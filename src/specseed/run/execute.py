@@ -152,9 +152,11 @@ def evaluate(
 
 def create_adapter(settings: EngineSettings) -> EngineAdapter:
     """Load the engine (heavy: imports torch and the model). Raises ``EngineError``."""
-    with quiet_imports():  # torch's import, without full collections walking its objects
+    # The engine's imports (torch; vLLM's, in its adapter's constructor) without full
+    # collections walking their objects (measured: vLLM's import 1.4 s instead of 2.1 s).
+    with quiet_imports():
         adapter_class = load_adapter_class(settings.name)
-    adapter = adapter_class(settings)
+        adapter = adapter_class(settings)
     if not isinstance(adapter, EngineAdapter):
         raise EngineError(f"{adapter_class!r} is not an EngineAdapter")
     return adapter
