@@ -102,3 +102,89 @@ def test_a_defect_here_does_share_streams(tmp_path: Path) -> None:
     trace = _scenario(tmp_path, "engine-counter", "ideal")
     seeded = [r for r in trace.header.requests if r.phase == "scenario" and r.seed is not None]
     assert len(_expected(trace, seeded, "ideal")) >= 3
+
+
+def _pairwise(trace: RunTrace, requests: list[RequestInfo], contract: str) -> list[object]:
+    """Every problem pair of the plain scan, with its message and suspects."""
+    index = streams._StreamIndex(trace, requests)
+    found = []
+    for x, y in combinations(requests, 2):
+        if x.seed is not None and x.seed == y.seed:
+            continue
+        shared = _pairwise_shared(trace, x.request_id, y.request_id)
+        problem = streams._shared_stream(index, x, y, shared, get_contract(contract))  # type: ignore[arg-type]
+        if problem is not None:
+            found.append((x.request_id, y.request_id, *problem))
+    return found
+
+
+@pytest.mark.parametrize("defect", ["engine-counter", "row0-seed", "unseeded-shared-stream"])
+def test_past_the_described_pairs_every_pair_is_counted_and_every_request_heard(
+    tmp_path: Path, defect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A defect that gives N requests one stream makes N(N-1)/2 pairs; a finding describes
+    # the first DETAILED_PAIRS and counts the rest, and still names every request, every
+    # suspect and every kind of sharing (recorded states, tokens alone) the pairs show.
+    monkeypatch.setattr(streams, "DETAILED_PAIRS", 3)
+    trace = _scenario(tmp_path, defect, "ideal")
+    ctx = CheckContext(scenario=None, traces={"all": trace}, contract=get_contract("ideal"))  # type: ignore[arg-type]
+    scenario = [r for r in trace.header.requests if r.phase == "scenario"]
+    told = 0
+    for check, requests in (
+        (streams.distinct_seeds, [r for r in scenario if r.seed is not None]),
+        (streams.unseeded_independence, [r for r in scenario if r.seed is None]),
+    ):
+        (finding,) = check(ctx, trace)
+        pairs = _pairwise(trace, requests, "ideal")
+        if len(pairs) <= 3:
+            continue
+        told += 1
+        assert finding.status == "fail"
+        assert f"{len(pairs)} pairs" in finding.message
+        assert f"({len(finding.details)} of them described)" in finding.message
+        messages = [message for _, _, message, _ in pairs]
+        assert list(finding.details[:3]) == messages[:3]
+        assert set(finding.details) <= set(messages)
+        kinds = {streams.IDENTICAL_DESPITE_STATES in m for m in messages}
+        assert {streams.IDENTICAL_DESPITE_STATES in m for m in finding.details} == kinds
+        assert set(finding.requests) == {r for x, y, _, _ in pairs for r in (x, y)}
+        heard = {s.defect for _, _, _, suspects in pairs for s in suspects}
+        assert {s.defect for s in finding.suspects} == heard or not heard
+    assert told  # the scenario makes more pairs than are described
+
+
+def _request(name: str) -> RequestInfo:
+    return RequestInfo(
+        request_id=name, phase="scenario", prompt_ids=(5, 6, 7), seed=None, temperature=1.0,
+        top_k=0, top_p=1.0, max_tokens=10, arrival_step=0,
+    )  # fmt: skip
+
+
+def test_past_the_described_pairs_a_pair_is_heard_for_a_new_request_or_kind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The rule itself, on a sequence no single defect of the reference engine makes: past
+    # the first pairs, a pair that names a request no described pair named is heard for its
+    # suspects (not listed), and one of a kind of sharing not yet listed is listed too.
+    from specseed.checks.findings import Suspect
+
+    monkeypatch.setattr(streams, "DETAILED_PAIRS", 2)
+    problems = streams._PairFindings()
+    a, b, c, d = (_request(n) for n in "abcd")
+    sequence = [
+        (a, b, True, "ab"),  # described: the first two pairs
+        (a, c, True, "ac"),
+        (b, c, True, None),  # counted: nothing new
+        (a, d, True, "ad"),  # d is new: heard for its suspects, not listed
+        (b, d, False, "bd"),  # tokens alone, a kind not yet listed: listed
+        (c, d, False, None),  # counted
+    ]
+    for x, y, shares_state, described in sequence:
+        assert problems.wants(x, y, shares_state) is (described is not None), (x, y)
+        found = (described, [Suspect(described, "why")]) if described else None
+        problems.add(x, y, shares_state, found)
+    assert problems.count == 6
+    assert problems.details == ["ab", "ac", "bd"]
+    assert [s.defect for s in problems.suspects] == ["ab", "ac", "ad", "bd"]
+    assert problems.affected == {"a", "b", "c", "d"}
+    assert problems.untold == 3

@@ -61,10 +61,12 @@ STATUS_STYLE = {
 _SEVERITY = {"fail": 4, "error": 3, "known-limitation": 2, "pass": 1, "skip": 0}
 MAX_OFFSET_ROWS = 12
 MAX_OFFSET_TABLES = 2
+MAX_OFFSET_TABLES_NAMED = 8
+"""Requests named in the line about the RNG state tables left to --json (the rest counted)."""
 MAX_DIFFS_SHOWN = 1
+"""Diffs of a finding shown in full; the others get one line each."""
 SHORT_RUN_NAME = 12
 """Run names longer than this are shown as A and B in RNG state tables."""
-"""Diffs of a finding shown in full; the others get one line each."""
 
 
 def _status_text(status: str) -> Text:
@@ -355,7 +357,10 @@ def render_offsets(rows: Sequence[OffsetRow]) -> Group:
             )
     others = list(by_request)[MAX_OFFSET_TABLES:]
     if others:
-        parts.append(Text(f"… tables for {', '.join(others)} are in --json", style="dim"))
+        named = ", ".join(others[:MAX_OFFSET_TABLES_NAMED])
+        rest = len(others) - MAX_OFFSET_TABLES_NAMED
+        more = f" and {plural(rest, 'more request')}" if rest > 0 else ""
+        parts.append(Text(f"… tables for {named}{more} are in --json", style="dim"))
     return Group(*parts)
 
 
