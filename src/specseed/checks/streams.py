@@ -42,9 +42,9 @@ def _events(trace: RunTrace, request: str) -> list[Located]:
 DETAILED_PAIRS = 100
 """Pairs a stream-sharing finding describes one by one; it counts the rest. A defect that
 gives N requests one stream makes N(N-1)/2 pairs (300 requests: 44,850 pairs, which took 3.5 s
-to describe and 5.4 MB of the JSON report). Past the first pairs, a pair is described only
-when it brings a request no described pair named (so every request's suspects are still
-heard) or a kind of sharing none showed (recorded states, or tokens alone)."""
+to describe and 5.4 MB of the JSON report). Past the first pairs, a pair is heard for its
+suspects only when it names a request no described pair named, and listed only when it
+shows a kind of sharing (recorded states, or tokens alone) none listed did."""
 
 
 class _StreamIndex:
