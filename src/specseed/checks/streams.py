@@ -335,27 +335,28 @@ def unseeded_independence(ctx: CheckContext, trace: RunTrace) -> Iterator[Findin
     max_draft_len = ctx.max_draft_len(trace)
     index = _StreamIndex(trace, unseeded)
     for x, y, shares_state in index.candidate_pairs(unseeded):
-        shared = index.shared_events(x.request_id, y.request_id) if shares_state else []
-        if (
-            limitation is not None
-            and shared
-            and all(
+        # The events they share: for the contract's excuse, or to describe the pair.
+        shared: list[tuple[Located, Located]] | None = None
+        if limitation is not None and shares_state:
+            shared = index.shared_events(x.request_id, y.request_id)
+            if all(
                 follows_contract(state, None, contract, max_draft_len)
                 for pair in shared
                 for state, _, _ in pair
-            )
-        ):
-            excused_pairs += 1
-            if len(excused) < DETAILED_PAIRS:
-                excused.append(
-                    f"{x.request_id} and {y.request_id} share {len(shared)} (seed, subsequence, "
-                    "offset) states, as the contract lays them out"
-                )
-            continue
-        if not (shared or _identical_outputs(trace, x, y)):
+            ):
+                excused_pairs += 1
+                if len(excused) < DETAILED_PAIRS:
+                    excused.append(
+                        f"{x.request_id} and {y.request_id} share {len(shared)} (seed, "
+                        "subsequence, offset) states, as the contract lays them out"
+                    )
+                continue
+        if not (shares_state or _identical_outputs(trace, x, y)):
             continue
         found = None
         if problems.wants(x, y, shares_state):
+            if shared is None:
+                shared = index.shared_events(x.request_id, y.request_id) if shares_state else []
             found = _shared_stream(index, x, y, shared, contract)
         problems.add(x, y, shares_state, found)
     if limitation is not None and not problems.count:
