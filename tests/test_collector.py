@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,8 @@ from specseed.run.collector import quiet_imports
 
 
 @pytest.fixture
-def collector_state() -> object:
+def collector_state() -> Iterator[None]:
+    """The collector as the test found it, and nothing frozen, after the test."""
     enabled = gc.isenabled()
     yield
     gc.unfreeze()

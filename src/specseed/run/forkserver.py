@@ -2,10 +2,11 @@
 
 Workers fork from a ``forkserver`` that has imported torch and the engine modules once
 (:data:`WORKER_MODULES`, with the garbage collector off: ``forkserver_preload``), so a worker
-is ready in milliseconds. Those imports take about 1 s on a 2-core machine; started when the pool is made, after the audit's own imports and planning,
-they are the first thing every worker waits for. :func:`start_early` starts the server as
-soon as a caller knows workers are coming (the default audit: the reference engine's
-built-in model over the built-in library), so that its imports run beside the parent's.
+is ready in milliseconds. Those imports take about 1 s on a 2-core machine; started when
+the pool is made, after the audit's own imports and planning, they are the first thing
+every worker waits for. :func:`start_early` starts the server as soon as a caller knows
+workers are coming (the default audit: the reference engine's built-in model over the
+built-in library), so that its imports run beside the parent's.
 
 A light module: importing it costs nothing beyond ``multiprocessing``, so a command can start
 the server before it imports anything heavy itself.
