@@ -4,6 +4,7 @@ worker processes give the findings of a serial audit."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import random
 import signal
@@ -21,6 +22,11 @@ from specseed.core.errors import InputError
 from specseed.plan.planning import plan_audit
 from specseed.run.parallel import parse_shard, shard
 from specseed.scenarios.schema import AuditConfig
+
+HAS_FORKSERVER = "forkserver" in multiprocessing.get_all_start_methods()
+NEEDS_FORKSERVER = pytest.mark.skipif(
+    not HAS_FORKSERVER, reason="no forkserver on this platform (workers are spawned)"
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -413,10 +419,7 @@ atexit.register(_mark, "exit-handlers")
 """
 
 
-@pytest.mark.skipif(
-    "forkserver" not in __import__("multiprocessing").get_all_start_methods(),
-    reason="no forkserver on this platform (workers are spawned)",
-)
+@NEEDS_FORKSERVER
 def test_the_forkserver_skips_the_interpreters_teardown_and_the_audit_keeps_its_exit_code(
     tmp_path: Path,
 ) -> None:
@@ -483,8 +486,7 @@ if "from multiprocessing.forkserver import main" in " ".join(sys.orig_argv):
 
 
 @pytest.mark.skipif(
-    "forkserver" not in __import__("multiprocessing").get_all_start_methods()
-    or not Path("/proc/self/environ").exists(),
+    not HAS_FORKSERVER or not Path("/proc/self/environ").exists(),
     reason="needs a forkserver and Linux /proc",
 )
 def test_a_forkserver_started_early_that_no_pool_used_does_not_hold_up_the_exit(
@@ -525,10 +527,7 @@ if "from multiprocessing.forkserver import main" in " ".join(sys.orig_argv):
 """
 
 
-@pytest.mark.skipif(
-    "forkserver" not in __import__("multiprocessing").get_all_start_methods(),
-    reason="no forkserver on this platform (workers are spawned)",
-)
+@NEEDS_FORKSERVER
 def test_workers_never_import_the_command_line_app(tmp_path: Path) -> None:
     # Every worker imports the main script again. The console script's file must not pull
     # in the command-line app (typer, rich and every command), which no worker runs.
@@ -673,10 +672,7 @@ if "from multiprocessing.forkserver import main" in " ".join(sys.orig_argv):
 """
 
 
-@pytest.mark.skipif(
-    "forkserver" not in __import__("multiprocessing").get_all_start_methods(),
-    reason="no forkserver on this platform (workers are spawned)",
-)
+@NEEDS_FORKSERVER
 def test_the_forkserver_imports_with_the_collector_off_and_its_workers_collect(
     tmp_path: Path,
 ) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from specseed.checks import streams
 from specseed.checks.context import CheckContext
+from specseed.checks.findings import Suspect
 from specseed.core.contracts import get_contract
 from specseed.plan.planning import plan_audit
 from specseed.run.execute import run_audit
@@ -53,17 +54,24 @@ def _pairwise_shared(trace: RunTrace, a: str, b: str) -> list[tuple[object, obje
     ]
 
 
-def _expected(trace: RunTrace, requests: list[RequestInfo], contract: str) -> list[str]:
+def _pairwise(
+    trace: RunTrace, requests: list[RequestInfo], contract: str
+) -> list[tuple[str, str, str, list[Suspect]]]:
+    """Every problem pair of the plain scan: the two requests, the message, the suspects."""
     index = streams._StreamIndex(trace, requests)  # only for its events, read by the message
-    problems = []
+    found = []
     for x, y in combinations(requests, 2):
         if x.seed is not None and x.seed == y.seed:
             continue
         shared = _pairwise_shared(trace, x.request_id, y.request_id)
-        found = streams._shared_stream(index, x, y, shared, get_contract(contract))  # type: ignore[arg-type]
-        if found is not None:
-            problems.append(found[0])
-    return problems
+        problem = streams._shared_stream(index, x, y, shared, get_contract(contract))  # type: ignore[arg-type]
+        if problem is not None:
+            found.append((x.request_id, y.request_id, *problem))
+    return found
+
+
+def _expected(trace: RunTrace, requests: list[RequestInfo], contract: str) -> list[str]:
+    return [message for _, _, message, _ in _pairwise(trace, requests, contract)]
 
 
 @pytest.mark.parametrize(
@@ -102,20 +110,6 @@ def test_a_defect_here_does_share_streams(tmp_path: Path) -> None:
     trace = _scenario(tmp_path, "engine-counter", "ideal")
     seeded = [r for r in trace.header.requests if r.phase == "scenario" and r.seed is not None]
     assert len(_expected(trace, seeded, "ideal")) >= 3
-
-
-def _pairwise(trace: RunTrace, requests: list[RequestInfo], contract: str) -> list[object]:
-    """Every problem pair of the plain scan, with its message and suspects."""
-    index = streams._StreamIndex(trace, requests)
-    found = []
-    for x, y in combinations(requests, 2):
-        if x.seed is not None and x.seed == y.seed:
-            continue
-        shared = _pairwise_shared(trace, x.request_id, y.request_id)
-        problem = streams._shared_stream(index, x, y, shared, get_contract(contract))  # type: ignore[arg-type]
-        if problem is not None:
-            found.append((x.request_id, y.request_id, *problem))
-    return found
 
 
 @pytest.mark.parametrize("defect", ["engine-counter", "row0-seed", "unseeded-shared-stream"])
@@ -166,8 +160,6 @@ def test_past_the_described_pairs_a_pair_is_heard_for_a_new_request_or_kind(
     # The rule itself, on a sequence no single defect of the reference engine makes: past
     # the first pairs, a pair that names a request no described pair named is heard for its
     # suspects (not listed), and one of a kind of sharing not yet listed is listed too.
-    from specseed.checks.findings import Suspect
-
     monkeypatch.setattr(streams, "DETAILED_PAIRS", 2)
     problems = streams._PairFindings()
     a, b, c, d = (_request(n) for n in "abcd")
