@@ -86,12 +86,13 @@ def render(command: str, output: str) -> str:
     )
 
 
-def write_section(name: str, body: str, page: Path = PAGE) -> None:
+def write_section(name: str, body: str, page: Path | None = None) -> None:
     """Replace NAME's section of the page with ``body`` (a new section at the end if none)."""
+    page = page or PAGE
     start, end = markers(name)
     text = page.read_text(encoding="utf-8")
     section = f"{start}\n{body.rstrip()}\n{end}"
-    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
+    pattern = re.compile("^" + re.escape(start) + r"$.*?^" + re.escape(end) + "$", re.S | re.M)
     if pattern.search(text):
         text = pattern.sub(lambda _: section, text, count=1)
     else:
