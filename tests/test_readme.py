@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer.main
 
 from specseed.checks import CHECKS
 from specseed.core.contracts import CONTRACT_NAMES
@@ -69,6 +70,15 @@ def test_docs_name_every_check_defect_contract_field_and_scenario() -> None:
     names = [*CHECKS, *DEFECT_IDS, *CONTRACT_NAMES, *EngineConfig.model_fields, *library_names()]
     missing = [name for name in names if f"`{name}`" not in docs and f"{name}:" not in docs]
     assert not missing
+
+
+def test_docs_list_every_command() -> None:
+    from specseed.cli.app import app
+
+    names = list(getattr(typer.main.get_command(app), "commands", {}))
+    assert "audit" in names and "serve" in names
+    commands = (DOCS / "commands.md").read_text(encoding="utf-8")
+    assert [name for name in names if f"| `specseed {name}" not in commands] == []
 
 
 def test_ci_runs_the_lint_type_and_docs_checks_after_the_tests() -> None:
