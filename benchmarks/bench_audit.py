@@ -40,6 +40,8 @@ from specseed.scenarios.loader import parse_scenario
 from specseed.scenarios.schema import AuditConfig, EngineConfig
 from specseed.traces.records import RunTrace, TraceRecorder
 
+from perf_page import add_write_docs, docs_section
+
 MAX_TOKENS = 4
 PER_SCENARIO = 100
 
@@ -213,6 +215,7 @@ def main() -> None:
     parser.add_argument("--unknown-keys", type=int, default=38000)
     parser.add_argument("--tokens", type=int, default=MAX_TOKENS, help="max_tokens per request")
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    add_write_docs(parser)
     args = parser.parse_args()
     MAX_TOKENS = args.tokens
     if args.memory_child:
@@ -233,4 +236,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with docs_section(__file__):
+        main()

@@ -61,6 +61,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from perf_page import add_write_docs, docs_section
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -240,6 +242,7 @@ def main() -> None:
     )
     parser.add_argument("--split-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--forward-child", action="store_true", help=argparse.SUPPRESS)
+    add_write_docs(parser)
     args = parser.parse_args()
     if args.split_child:
         split_child()
@@ -359,4 +362,5 @@ def report(variants: list[Variant], args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with docs_section(__file__):
+        main()

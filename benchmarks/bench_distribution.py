@@ -42,6 +42,8 @@ from specseed.run.results import AuditResult
 from specseed.scenarios.loader import LoadedScenario
 from specseed.scenarios.schema import AuditConfig, EngineConfig, Scenario
 
+from perf_page import add_write_docs, docs_section
+
 
 def _audit(config: AuditConfig, scenario: Scenario | None = None) -> AuditResult:
     """Audit model.yaml's scenarios, or ``scenario`` in place of the first one."""
@@ -57,6 +59,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--false-alarms", type=int, default=0)
     parser.add_argument("--detections", type=int, default=0)
+    add_write_docs(parser)
     args = parser.parse_args()
     print(f"machine: {platform.processor() or platform.machine()}, torch {torch.__version__}")
 
@@ -142,4 +145,5 @@ def _repeat(loaded: Scenario, repeat: int, defect: str | None) -> bool:
 
 
 if __name__ == "__main__":
-    main()
+    with docs_section(__file__):
+        main()

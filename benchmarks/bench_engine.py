@@ -31,6 +31,8 @@ from specseed.run.matrix import run_matrix
 from specseed.scenarios.schema import AuditConfig
 from specseed.traces.records import TraceRecorder
 
+from perf_page import add_write_docs, docs_section
+
 MAX_TOKENS = 64
 
 
@@ -72,6 +74,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--matrix", action="store_true", help="also time the detection matrix")
+    add_write_docs(parser)
     args = parser.parse_args()
     print(
         f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, torch {torch.__version__}"
@@ -120,4 +123,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with docs_section(__file__):
+        main()

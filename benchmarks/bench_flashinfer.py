@@ -50,6 +50,8 @@ import torch
 from specseed.sampling.backend import FlashinferBackend, make_backend
 from specseed.taps.flashinfer_tap import FlashinferTap
 
+from perf_page import add_write_docs, docs_section
+
 
 def per_call_ms(fn: Callable[[], object], iters: int, warmup: int = 3) -> float:
     """Median milliseconds per call, from the call to its results being on the GPU
@@ -356,6 +358,7 @@ def main() -> None:
     parser.add_argument("--skip-kernels", action="store_true")
     parser.add_argument("--baseline-tap", help="another flashinfer_tap.py, timed side by side")
     parser.add_argument("--breakdown", action="store_true", help="where the tap's time goes")
+    add_write_docs(parser)
     args = parser.parse_args()
     if not args.skip_kernels:
         kernels(args.batch, args.vocab, args.iters, args.baseline_tap, args.breakdown)
@@ -364,4 +367,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with docs_section(__file__):
+        main()

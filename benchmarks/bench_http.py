@@ -40,6 +40,8 @@ from specseed.engine_adapters.openai.options import OpenAIOptions
 from specseed.engine_adapters.openai.traffic import _sampling
 from specseed.traces.records import TraceRecorder
 
+from perf_page import add_write_docs, docs_section
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 MAX_TOKENS = 16
 CANNED = (
@@ -198,6 +200,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--stub-server", help=argparse.SUPPRESS)
+    add_write_docs(parser)
     args = parser.parse_args()
     if args.stub_server:
         run_stub(args.stub_server)
@@ -249,4 +252,5 @@ def report(title: str, args: argparse.Namespace, n: int, adapter: Timing, bare: 
 
 
 if __name__ == "__main__":
-    main()
+    with docs_section(__file__):
+        main()

@@ -35,6 +35,8 @@ from specseed.run.execute import run_audit
 from specseed.scenarios.loader import LoadedScenario, load_library_scenario
 from specseed.scenarios.schema import AuditConfig
 
+from perf_page import add_write_docs, docs_section
+
 
 def _sequences(rng: random.Random, n: int) -> tuple[tuple[int, ...], ...]:
     weights = [1.0 / (k + 1) for k in range(64)]
@@ -88,6 +90,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, nargs="+", default=[150, 300, 600])
     parser.add_argument("--false-alarms", type=int, default=0)
+    add_write_docs(parser)
     args = parser.parse_args()
     print(f"machine: {platform.machine()}, {platform.processor() or 'cpu'}")
     print(f"statistic: {statistic_speed():,.0f} sequences/s (4 tokens, 2 x 2000 copies)")
@@ -115,4 +118,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with docs_section(__file__):
+        main()

@@ -24,6 +24,8 @@ from specseed.engine_adapters.reference.model import (
     LlamaTarget,
 )
 
+from perf_page import add_write_docs, docs_section
+
 PREFILL = list(range(3, 19))
 
 
@@ -60,6 +62,7 @@ def step_and_rewind(
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeats", type=int, default=50)
+    add_write_docs(parser)
     args = parser.parse_args()
     target, draft = TINY_MODEL.build(model_seed=0)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
@@ -112,4 +115,5 @@ def report_entropy(target: LlamaTarget) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with docs_section(__file__):
+        main()

@@ -41,6 +41,8 @@ from specseed.engine_adapters.reference import numerics
 from specseed.engine_adapters.reference.config import LlamaConfig
 from specseed.engine_adapters.reference.target import LlamaTarget, expected_shapes
 
+from perf_page import add_write_docs, docs_section
+
 SHAPES = {
     "1b": LlamaConfig(
         vocab_size=128256,
@@ -224,6 +226,7 @@ def main() -> None:
         type=int,
         help="rows per matrix product in the forward (default: the engine's ROW_BLOCK, 16)",
     )
+    add_write_docs(parser)
     args = parser.parse_args()
     if args.row_block:
         # What-if only: the engine's block keeps its rows batch-invariant; the oracle needs
@@ -236,4 +239,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with docs_section(__file__):
+        main()

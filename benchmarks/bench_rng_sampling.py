@@ -21,6 +21,8 @@ import torch
 import specseed.sampling as sampling
 from specseed.rng import philox_words
 
+from perf_page import add_write_docs, docs_section
+
 
 def best_seconds(fn: Callable[[], object], min_time: float, repeats: int = 5) -> float:
     """Best per-call time over ``repeats`` timed batches, each running at least ``min_time``."""
@@ -117,6 +119,7 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=0, help="torch intra-op threads (0: default)"
     )
+    add_write_docs(parser)
     opts = parser.parse_args()
     if opts.threads:
         # On a shared machine one thread gives steadier figures than a contended thread pool.
@@ -139,4 +142,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with docs_section(__file__):
+        main()

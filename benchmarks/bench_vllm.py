@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from perf_page import add_write_docs, docs_section
+
 
 def _config(checkpoint: Path, scenarios: list[str], **options: Any) -> Any:
     """The audit's configuration: vLLM on the checkpoint, the vLLM contract."""
@@ -166,6 +168,7 @@ def main() -> None:
     parser.add_argument("--scenarios", nargs="*", default=["builtin"])
     parser.add_argument("--checkpoint", type=Path, default=None)
     parser.add_argument("--bare-only", action="store_true", help="audit (wraps on) and bare")
+    add_write_docs(parser)
     args = parser.parse_args()
 
     import torch
@@ -207,4 +210,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":  # vLLM may spawn processes that import this module
-    main()
+    with docs_section(__file__):
+        main()

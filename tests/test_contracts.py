@@ -12,8 +12,8 @@ copied from the request's entry); draft step i reads base + 1 + i; subsequence =
 the kernel call (flashinfer's blockIdx.x). Upstream's test of that era
 (test_rng_window_counter.py at commit d5e2f8f8a3) pins offsets [0, 0], [W, W], [2W, 2W] with
 W = K + 1 = 4 for two requests over three passes, the rows below for n = 0, 1, 2; it keys the
-counter by sequence slot and never resets it, which this contract does not model (README,
-"Auditing TensorRT-LLM").
+counter by sequence slot and never resets it, which this contract does not model
+(docs/trtllm.md).
 
 trtllm-pr19601 (TensorRT-LLM PRs #19505, commit ca3c570f22, and #19601, commit b88149e535;
 upstream test tests/unittest/_torch/speculative/hw_agnostic/test_rng_window_counter.py as of

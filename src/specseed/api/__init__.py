@@ -1,6 +1,6 @@
 """specseed's public Python API: run an audit from Python and read, render or keep its result.
 
-Everything here is covered by semantic versioning (README, "Python API"); anything imported
+Everything here is covered by semantic versioning (docs/python-api.md); anything imported
 from another ``specseed`` module is internal and may change in any release.
 
     import specseed.api as specseed
@@ -63,8 +63,8 @@ class Report:
 
     result: AuditResult | None
     exit_code: int
-    """0 pass, 1 violation, 4 nothing checked, 5 an output or evidence missing (README,
-    "Exit codes")."""
+    """0 pass, 1 violation, 4 nothing checked, 5 an output or evidence missing
+    (docs/exit-codes.md)."""
     bundle: Path | None = None
     """The bundle folder, when one was written."""
 

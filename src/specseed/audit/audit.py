@@ -107,7 +107,7 @@ class AuditOutcome:
 
 def exit_code(result: AuditResult, output_problems: int = 0) -> int:
     """Interrupted beats violation beats unwritten outputs or missing evidence (5) beats
-    nothing checked (4); otherwise 0 (README, "Exit codes")."""
+    nothing checked (4); otherwise 0 (docs/exit-codes.md)."""
     if result.interrupted:
         return EXIT_SIGNAL.get(result.interrupted, EXIT_SIGNAL["SIGINT"])
     if result.verdict == "fail":

@@ -21,7 +21,7 @@ check; detectable TV (80% power) 0.30 for the first token, 0.31 for the second, 
 to one minute of audit 0.13 (from 150 copies per arm) and 0.11 (from 300); false alarms of
 the statistic on simulated clean scenarios 1 of 500 (stated: 1e-3 per scenario).
 biased-acceptance fails it in-process (adjusted p 3e-10 with 4 tokens) and behind
-``specseed serve``; vLLM 0.32.0 CPU under EAGLE3 fails it (README, vLLM on the CPU).
+``specseed serve``; vLLM 0.32.0 CPU under EAGLE3 fails it (docs/vllm.md).
 """
 
 from __future__ import annotations

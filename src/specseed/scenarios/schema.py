@@ -1,7 +1,8 @@
 """Pydantic models of model.yaml and of scenario files (the single source of their JSON Schema).
 
 Every model forbids unknown keys. Field descriptions are the reference documentation: the
-README's tables and ``specseed schema`` are generated from them.
+tables of docs/model-yaml.md and docs/scenarios.md and ``specseed schema`` are generated from
+them.
 """
 
 from __future__ import annotations

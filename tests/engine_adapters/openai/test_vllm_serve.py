@@ -14,7 +14,7 @@ workers both pinned to CPU 0 by vLLM's binding), and spin against nothing else t
 
 The test holds what must be true of any engine audited over HTTP: the audit finishes (exit
 0 or 1, never a traceback), every RNG check says skip, and the token-level checks give
-verdicts. What vLLM itself did is printed, and stated in the README ("Auditing a server").
+verdicts. What vLLM itself did is printed, and stated in docs/vllm.md.
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ def test_vllm_serve_audited_over_http(tmp_path: Path) -> None:
     verdicts = {(f["scenario"], f["check"]): f for f in spec_report["findings"]}
     assert verdicts[("greedy-speculation", "greedy-spec-equivalence")]["status"] == "pass"
     # The K = 0 variant gives a losslessness verdict over HTTP (what it is depends on the
-    # uninitialised sampling parameters above; the README states what was measured).
+    # uninitialised sampling parameters above; docs/vllm.md states what was measured).
     lossless = verdicts[("losslessness", "losslessness")]
     assert lossless["status"] in ("pass", "fail"), lossless
     # Whether the garbage changes gprobe's tokens in a run depends on what the memory held

@@ -60,7 +60,7 @@ def test_rows_steps_and_fresh_engine_flags(engine, settings: EngineSettings) -> 
     # All requests are seeded or greedy: the second run reuses the engine, and says so.
     assert second.header.fresh_engine is False
     # No token equality is asserted here: in this mixed batch vLLM 0.32.0's CPU build reads
-    # uninitialised sampling parameters (README, "vLLM 0.32.0 on the CPU"), greedy rows
+    # uninitialised sampling parameters (docs/vllm.md), greedy rows
     # included, so tokens vary from run to run; the audit tests hold vLLM to that.
 
 
