@@ -53,19 +53,26 @@ class ResolvedAudit:
     """The path given was a scenario file, audited on the default engine."""
 
 
-def resolve_audit(source: ConfigSource = None, *, base_dir: Path | None = None) -> ResolvedAudit:
+def resolve_audit(
+    source: ConfigSource = None, *, base_dir: Path | None = None, scenarios: bool = True
+) -> ResolvedAudit:
     """Read, validate and plan an audit once. ``ScenarioError`` (every problem found, in one
     error) for an invalid file or dict, ``InputError`` for something that is neither.
 
     A path is read and parsed once; whether it is a model.yaml or a scenario file is decided
     from that parse. The engine section, its options, its checkpoint directories and every
     scenario are validated in one pass (``scenarios.loader.validate_audit``), the engine
-    settings built once from the validated options, and every scenario planned with them."""
+    settings built once from the validated options, and every scenario planned with them.
+    ``scenarios=False``: the engine section only, nothing planned (``specseed serve``)."""
     from specseed.checks import CHECKS, registered_comparison_ids
     from specseed.scenarios import loader
     from specseed.scenarios.schema import AuditConfig
 
-    ids = {"check_ids": tuple(CHECKS), "comparison_ids": registered_comparison_ids()}
+    ids: dict[str, Any] = {
+        "check_ids": tuple(CHECKS),
+        "comparison_ids": registered_comparison_ids(),
+        "scenarios": scenarios,
+    }
     model_yaml: Path | None = None
     scenario_file = False
     if source is None or isinstance(source, AuditConfig):
@@ -81,7 +88,7 @@ def resolve_audit(source: ConfigSource = None, *, base_dir: Path | None = None) 
         data, node = loader.read_yaml(path)
         if loader.is_scenario_data(data):
             validated = loader.validate_scenario_audit(
-                data, node, path.name, comparison_ids=ids["comparison_ids"]
+                data, node, path.name, comparison_ids=registered_comparison_ids()
             )
             scenario_file = True
         else:

@@ -611,14 +611,16 @@ def validate_audit(
     *,
     check_ids: Collection[str] = (),
     comparison_ids: Collection[str] = (),
+    scenarios: bool = True,
 ) -> ValidatedAudit:
     """model.yaml's parsed ``data`` validated with everything it names, in one pass: the top
     level, the engine section, its options, its checkpoint directories (relative to
     ``base_dir``) and every scenario. One ``ScenarioError`` holds every problem found, each
     with its file:line (none for a config given as a dict: ``source`` empty), field path and
-    fix."""
+    fix. ``scenarios=False``: model.yaml's own sections only (no scenario is read)."""
     validated, problems = _config_problems(data, source, node, base_dir, check_ids)
     entries = data.get("scenarios", ["builtin"]) if isinstance(data, dict) else ["builtin"]
+    entries = entries if scenarios else []
     names = [e for e in entries if isinstance(e, str)] if isinstance(entries, list) else []
     loaded: list[LoadedScenario] = []
     try:
