@@ -1,5 +1,6 @@
-"""The engine options of model.yaml are validated once per audit: when model.yaml is loaded.
-Planning, the runner and the worker processes of ``--jobs`` take the settings the plans carry."""
+"""The engine options of model.yaml are validated once per audit: when ``resolve_audit`` reads
+it. Planning, the runner and the worker processes of ``--jobs`` take the settings the plans
+carry."""
 
 from __future__ import annotations
 
@@ -10,10 +11,9 @@ from typing import Any
 import pytest
 
 from specseed.engine_adapters.reference.options import ReferenceOptions
-from specseed.plan.planning import plan_audit
+from specseed.plan.resolve import resolve_audit
 from specseed.run.execute import run_audit
 from specseed.run.parallel import run_audit_jobs
-from specseed.scenarios.loader import load_audit_config
 
 MODEL_YAML = """\
 engine:
@@ -41,9 +41,8 @@ def validations(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 def _audit(tmp_path: Path, run: Callable[..., Any]) -> None:
     path = tmp_path / "model.yaml"
     path.write_text(MODEL_YAML, encoding="utf-8")
-    config = load_audit_config(path)
-    planned = plan_audit(config, tmp_path)
-    result = run(config, planned, tmp_path)
+    resolved = resolve_audit(path)
+    result = run(resolved.config, list(resolved.planned), tmp_path)
     assert len(result.scenarios) == 2
 
 
@@ -59,17 +58,18 @@ def test_an_audit_with_one_job_validates_the_options_once(
     assert validations == [{"model_seed": 0}]
 
 
-def test_a_changed_engine_section_is_validated_afresh(validations: list[Any]) -> None:
-    from specseed.plan.planning import base_settings
-    from specseed.scenarios.schema import AuditConfig, EngineConfig
-
-    config = AuditConfig(engine=EngineConfig(options={"model_seed": 1}))
-    assert options_seed(base_settings(config, Path.cwd())) == 1
-    assert options_seed(base_settings(config, Path.cwd())) == 1  # remembered
-    engine = config.engine.model_copy(update={"options": {"model_seed": 2}})
-    changed = config.model_copy(update={"engine": engine})
-    assert options_seed(base_settings(changed, Path.cwd())) == 2
-    assert len(validations) == 2
+def test_the_resolved_settings_carry_the_options_validated(validations: list[Any]) -> None:
+    """The options are validated with the rest of the config and carried in the settings;
+    every plan holds those same settings, so nothing validates them again."""
+    resolved = resolve_audit({"engine": {"options": {"model_seed": 1}}, "scenarios": ["uptime"]})
+    assert options_seed(resolved.engine) == 1
+    assert all(p.base is resolved.engine for p in resolved.planned)
+    assert all(
+        plan.settings.options is resolved.engine.options
+        for p in resolved.planned
+        for plan in p.plans
+    )
+    assert validations == [{"model_seed": 1}]
 
 
 def options_seed(settings: Any) -> int:

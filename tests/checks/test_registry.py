@@ -2,27 +2,52 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from specseed.checks import CHECKS
+from specseed.checks import CHECKS, registered_comparison_ids
 from specseed.checks.registry import comparison_check, comparison_checks, run_check
 from specseed.core.contracts import CONTRACTS
 from specseed.core.defects import DEFECT_IDS
-from specseed.scenarios.schema import Expectation, Scenario, comparison_ids
+from specseed.scenarios.schema import (
+    COMPARISON_CHECK_IDS,
+    COMPARISON_IDS_CONTEXT,
+    Expectation,
+    Scenario,
+    json_schemas,
+)
 
 
 def test_comparison_ids_in_the_schema_are_exactly_the_registered_comparisons() -> None:
-    registered = {spec.id for spec in CHECKS.values() if spec.kind == "comparison"}
-    assert set(comparison_ids()) == registered
+    """The scenarios layer lists the comparison ids as data: a new comparison check that is
+    not listed in ``COMPARISON_CHECK_IDS`` fails here."""
+    builtin = tuple(
+        spec.id
+        for spec in CHECKS.values()
+        if spec.kind == "comparison" and spec.func.__module__.startswith("specseed.checks.")  # type: ignore[attr-defined]
+    )
+    assert COMPARISON_CHECK_IDS == builtin
+    assert set(registered_comparison_ids()) >= set(builtin)
     enum = Scenario.model_json_schema()["$defs"]["Expectation"]["properties"]["check"]["enum"]
-    assert set(enum) == registered
+    assert tuple(enum) == COMPARISON_CHECK_IDS
+    schema = json_schemas(registered_comparison_ids())["scenario"]
+    assert schema["$defs"]["Expectation"]["properties"]["check"]["enum"] == list(
+        registered_comparison_ids()
+    )
 
 
 def test_a_comparison_registered_with_its_rule_is_known_to_the_schema_at_once() -> None:
-    """One decorator is the whole of a comparison: the schema and the suspects follow."""
+    """One decorator is the whole of a comparison: validation (given the registered ids, as
+    a plugin's are) and the suspects follow."""
 
     def rule(d: object) -> list[object]:
         return []
+
+    def expectation() -> Expectation:
+        context = {COMPARISON_IDS_CONTEXT: registered_comparison_ids()}
+        data = {"check": "new-comparison", "runs": ["a", "b"]}
+        return Expectation.model_validate(data, context=context)
 
     try:
         comparison_check(
@@ -33,14 +58,37 @@ def test_a_comparison_registered_with_its_rule_is_known_to_the_schema_at_once() 
             targets=(),
             token_suspects=rule,  # type: ignore[arg-type]
         )(lambda ctx, expectation: iter(()))
-        assert Expectation(check="new-comparison", runs=["a", "b"]).check == "new-comparison"
-        enum = Scenario.model_json_schema()["$defs"]["Expectation"]["properties"]["check"]
-        assert "new-comparison" in enum["enum"]
+        assert expectation().check == "new-comparison"
+        enum = json_schemas(registered_comparison_ids())["scenario"]["$defs"]["Expectation"]
+        assert "new-comparison" in enum["properties"]["check"]["enum"]
         assert comparison_checks()["new-comparison"].token_suspects is rule
     finally:
         CHECKS.pop("new-comparison", None)
     with pytest.raises(ValueError, match="unknown check 'new-comparison'"):
+        expectation()
+    with pytest.raises(ValueError, match="unknown check 'new-comparison'"):
         Expectation(check="new-comparison", runs=["a", "b"])
+
+
+def test_a_plugin_comparison_is_valid_in_a_resolved_audit(tmp_path: Path) -> None:
+    """A comparison check registered outside specseed (as an entry-point plugin registers
+    one) may be named under ``expect`` in a scenario that ``resolve_audit`` reads."""
+    from specseed.plan.resolve import resolve_audit
+
+    (tmp_path / "s.yaml").write_text(
+        "name: s\ndescription: d\nrequests:\n  a: {prompt: [1, 2]}\n"
+        "runs:\n  - {name: one, requests: [a]}\n  - {name: two, requests: [a]}\n"
+        "expect:\n  - {check: plugin-comparison, runs: [one, two]}\n"
+    )
+    (tmp_path / "model.yaml").write_text("scenarios: [s.yaml]\n")
+    try:
+        comparison_check("plugin-comparison", short="p", title="t", description="d", targets=())(
+            lambda ctx, expectation: iter(())
+        )
+        [planned] = resolve_audit(tmp_path / "model.yaml").planned
+        assert planned.scenario.expect[0].check == "plugin-comparison"
+    finally:
+        CHECKS.pop("plugin-comparison", None)
 
 
 def test_every_comparison_states_its_token_suspect_rule_and_no_check_branches_on_ids() -> None:

@@ -105,10 +105,23 @@ def test_unknown_scenario_filter_exits_2() -> None:
 
 
 def test_engine_that_cannot_load_exits_3(tmp_path: Path) -> None:
-    path = model(tmp_path, "engine:\n  checkpoint: missing-dir\nscenarios: [uptime]\n")
+    from specseed.engine_adapters.reference.model import TINY_MODEL
+
+    target, _ = TINY_MODEL.build(model_seed=3)
+    target.save_checkpoint(tmp_path / "target")
+    for weights in (tmp_path / "target").glob("*.safetensors*"):
+        weights.unlink()  # config.json stays: validation passes, the engine cannot load
+    path = model(tmp_path, "engine:\n  checkpoint: target\nscenarios: [uptime]\n")
     result = audit(str(path))
     assert result.exit_code == 3, result.output
-    assert "missing-dir: not a directory" in result.output
+
+
+def test_missing_checkpoint_is_a_validation_problem_with_its_line(tmp_path: Path) -> None:
+    path = model(tmp_path, "engine:\n  checkpoint: missing-dir\nscenarios: [uptime]\n")
+    result = audit(str(path))
+    assert result.exit_code == 2, result.output
+    assert f"{path}:2: engine.checkpoint: " in result.output
+    assert "missing-dir: no such directory" in result.output
 
 
 def test_trtllm_without_tensorrt_llm_says_what_is_missing(tmp_path: Path) -> None:

@@ -59,6 +59,7 @@ from specseed.core.secrets import (  # noqa: F401 - re-exported
 )
 from specseed.core.text import printable
 from specseed.distribution.evidence import DistributionEvidence
+from specseed.engine_adapters.base import EngineSettings
 from specseed.run.results import AuditEvent, AuditResult, ScenarioChecked, ScenarioResult
 from specseed.scenarios.loader import (
     MAX_FILE_BYTES,
@@ -274,12 +275,19 @@ def scenario_text(loaded: LoadedScenario, base_dir: Path) -> str:
         return yaml.safe_dump(data, sort_keys=False)
 
 
-def resolved_model_yaml(config: AuditConfig, scenario_names: Sequence[str], base_dir: Path) -> str:
+def resolved_model_yaml(
+    config: AuditConfig,
+    scenario_names: Sequence[str],
+    base_dir: Path,
+    settings: EngineSettings | None = None,
+) -> str:
     """model.yaml as the audit resolved it: checkpoint paths absolute, scenarios pointing at
-    the bundle's own copies, secrets removed."""
+    the bundle's own copies, secrets removed. ``settings``: the audit's resolved engine
+    settings, whose options are written (without them the options are validated here)."""
     data = config.model_dump(mode="json")
+    options = settings.options if settings is not None else engine_options(config, MODEL)
     # Every option with its value, defaults included: another version may default otherwise.
-    data["engine"]["options"] = engine_options(config, MODEL).model_dump(mode="json")
+    data["engine"]["options"] = options.model_dump(mode="json")
     for key in ("checkpoint", "draft_checkpoint"):
         value = data["engine"].get(key)
         if value is not None and not Path(value).is_absolute():
@@ -368,10 +376,13 @@ class BundleWriter:
         scenarios: Sequence[tuple[LoadedScenario, Sequence[str]]],
         base_dir: Path,
         argv: Sequence[str],
+        *,
+        settings: EngineSettings | None = None,
     ) -> None:
         """Write the manifest, model.yaml, the environment and every scenario's text.
 
         ``scenarios``: each loaded scenario with the names of the runs that will be served.
+        ``settings``: the audit's resolved engine settings (``ResolvedAudit.engine``).
         """
         for loaded, runs in scenarios:
             check_name(loaded.scenario.name, "scenario name")
@@ -398,7 +409,7 @@ class BundleWriter:
         )
         # The manifest first: whatever happens next, the directory says what it is.
         write_atomic(self.root / MANIFEST, self.manifest.to_json())
-        write_atomic(self.root / MODEL, resolved_model_yaml(config, names, base_dir))
+        write_atomic(self.root / MODEL, resolved_model_yaml(config, names, base_dir, settings))
         for loaded, _ in scenarios:
             text = scenario_text(loaded, base_dir)
             (self.root / loaded.scenario.name).mkdir(exist_ok=True)
@@ -858,6 +869,9 @@ def read_bundle(path: Path) -> Bundle:
             raise BundleError(f"{root / ENVIRONMENT}: the environment is not a JSON object")
         # Values as text, whatever an older writer stored.
         environment = _ENVIRONMENT.validate_python({str(k): str(v) for k, v in recorded.items()})
+    from specseed.checks import registered_comparison_ids
+
+    comparisons = registered_comparison_ids()  # plugins' comparisons are valid in expect
     scenarios = []
     for entry in manifest.scenarios:
         name, source, planned_runs = entry.name, entry.source, entry.runs
@@ -866,7 +880,7 @@ def read_bundle(path: Path) -> Bundle:
             raise BundleError(f"{folder / SCENARIO_FILE}: missing from the bundle")
         text = _read_member_yaml(folder / SCENARIO_FILE, SCENARIO_FILE)
         try:
-            scenario = parse_scenario(text, str(folder / SCENARIO_FILE))
+            scenario = parse_scenario(text, str(folder / SCENARIO_FILE), comparisons)
         except ScenarioError as exc:
             raise BundleError(
                 f"{folder / SCENARIO_FILE} does not validate: "

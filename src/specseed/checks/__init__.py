@@ -16,9 +16,15 @@ from specseed.checks import baseline  # noqa: F401
 from specseed.checks import sampler  # noqa: F401
 
 # isort: on
-from specseed.checks.registry import CHECKS, CheckSpec, get_check, load_plugin_checks
+from specseed.checks.registry import (
+    CHECKS,
+    CheckSpec,
+    get_check,
+    load_plugin_checks,
+    registered_comparison_ids,
+)
 
 PLUGIN_PROBLEMS: list[str] = load_plugin_checks()
 """Check plugins (``specseed.checks`` entry points) that failed to load, one line each."""
 
-__all__ = ["CHECKS", "PLUGIN_PROBLEMS", "CheckSpec", "get_check"]
+__all__ = ["CHECKS", "PLUGIN_PROBLEMS", "CheckSpec", "get_check", "registered_comparison_ids"]

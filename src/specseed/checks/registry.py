@@ -152,6 +152,13 @@ def comparison_checks() -> dict[str, ComparisonCheckSpec]:
     return {i: s for i, s in CHECKS.items() if isinstance(s, ComparisonCheckSpec)}
 
 
+def registered_comparison_ids() -> tuple[str, ...]:
+    """Ids of every registered comparison check (plugins' included), for the scenarios'
+    validation context (``scenarios.schema.COMPARISON_IDS_CONTEXT``) and JSON Schema. Import
+    it from ``specseed.checks``, whose import registers them all."""
+    return tuple(comparison_checks())
+
+
 def load_plugin_checks() -> list[str]:
     """Import the modules other packages registered under ``specseed.checks``; return the
     problems met (a broken plugin must not break the audit)."""

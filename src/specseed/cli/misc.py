@@ -88,10 +88,11 @@ def schema(
       specseed schema --kind trace > trace.schema.json
     """
     from specseed.bundle.format import bundle_json_schema
+    from specseed.checks import registered_comparison_ids
     from specseed.scenarios.schema import json_schemas
     from specseed.traces.records import trace_json_schema
 
-    schemas = json_schemas()
+    schemas = json_schemas(registered_comparison_ids())
     chosen = {
         "all": {**schemas, "trace": trace_json_schema(), "bundle": bundle_json_schema()},
         "model": schemas["model.yaml"],

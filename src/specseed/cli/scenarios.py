@@ -79,29 +79,23 @@ def validate(
 
     Exit code 0 when every file validates, 2 otherwise.
     """
-    from specseed.checks import CHECKS
+    from specseed.checks import registered_comparison_ids
     from specseed.core.errors import ScenarioError
-    from specseed.plan.planning import plan_audit
-    from specseed.scenarios.loader import (
-        is_audit_config,
-        load_audit_config,
-        parse_scenario,
-        read_source,
-    )
+    from specseed.plan.resolve import resolve_audit
+    from specseed.scenarios.loader import is_audit_config, parse_scenario, read_source
 
     problems: list[str] = []
     for path in files:
         try:
             text = read_source(path)
             if is_audit_config(text, str(path)):
-                config = load_audit_config(path, check_ids=CHECKS)
-                planned = plan_audit(config, path.parent, str(path))
+                planned = resolve_audit(path).planned
                 lines.print(
                     f"[green]✓[/] {escape(str(path))}: model.yaml with "
                     f"{plural(len(planned), 'scenario')}"
                 )
             else:
-                scenario = parse_scenario(text, str(path))
+                scenario = parse_scenario(text, str(path), registered_comparison_ids())
                 lines.print(
                     f"[green]✓[/] {escape(str(path))}: scenario {scenario.name} "
                     f"({plural(len(scenario.runs), 'run')})"

@@ -68,20 +68,15 @@ def serve(
 ) -> None:
     from specseed.engine_adapters.base import options_of
     from specseed.engine_adapters.reference.options import ReferenceOptions
-    from specseed.plan.planning import base_settings
-    from specseed.scenarios.loader import load_audit_config
-    from specseed.scenarios.schema import AuditConfig
+    from specseed.plan.resolve import resolve_audit
     from specseed.server.launch import ServeOptions, is_loopback, require_http_extra
     from specseed.server.launch import serve as run_server
 
     err = Console(stderr=True)
     with error_boundary():
         require_http_extra()
-        if model_yaml is not None:
-            config = load_audit_config(model_yaml)
-            base_dir = model_yaml.parent
-        else:
-            config, base_dir = AuditConfig(), Path.cwd()
+        # The engine section only: serving reads no scenario.
+        settings = resolve_audit(model_yaml, scenarios=False).engine
         api_key = None
         if api_key_env is not None:
             api_key = os.environ.get(api_key_env)
@@ -95,7 +90,6 @@ def serve(
                 f"[yellow]warning:[/] listening on {host} with no API key: anyone who can "
                 "reach it can use it (see --api-key-env)"
             )
-        settings = base_settings(config, base_dir)
         options = ServeOptions(
             host=host,
             port=port,

@@ -30,6 +30,11 @@ class ScenarioError(InputError):
         super().__init__(message, hint=hint)
         self.problems = list(problems or [])
 
+    def __str__(self) -> str:
+        """The message and every problem, one bullet each, as the CLI renders them: a
+        library caller sees what is wrong, not just that something is."""
+        return self.message + "".join(f"\n  • {problem}" for problem in self.problems)
+
 
 class EngineError(SpecseedError):
     """The engine could not be loaded or could not run at all. Exit code 3."""

@@ -1,8 +1,11 @@
-"""Planning: model.yaml and its scenarios resolved into run plans.
+"""Planning: validated scenarios resolved into run plans.
 
 Every scenario run becomes a ``RunPlan`` carrying the engine settings it will be served
-with (model.yaml's, plus the run's overrides). Validation happens here, before any engine
-is loaded.
+with (model.yaml's, plus the run's overrides). Planning takes the settings as resolved
+(``settings_from``: the engine's options already validated) and validates nothing itself:
+``plan.resolve.resolve_audit`` reads and validates model.yaml once, then plans here.
+``base_settings`` and ``plan_audit`` are for callers that hold only an ``AuditConfig``: they
+validate its options and scenarios on each call.
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from specseed.checks import CHECKS
+from pydantic import BaseModel
+
+from specseed.checks import CHECKS, registered_comparison_ids
 from specseed.core.errors import ScenarioError
 from specseed.core.wording import did_you_mean
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
@@ -41,13 +46,9 @@ def _resolve_path(path: Path | None, base_dir: Path) -> Path | None:
     return path if path.is_absolute() else (base_dir / path)
 
 
-def base_settings(config: AuditConfig | EngineConfig, base_dir: Path) -> EngineSettings:
-    """Engine settings from model.yaml's ``engine`` section (paths relative to model.yaml).
-
-    The options are those the loader validated (see ``engine_options``): not validated again."""
-    if isinstance(config, EngineConfig):
-        config = AuditConfig(engine=config)
-    engine = config.engine
+def settings_from(engine: EngineConfig, options: BaseModel, base_dir: Path) -> EngineSettings:
+    """Engine settings from model.yaml's validated ``engine`` section and its validated
+    ``options`` (the engine's options model); paths made absolute against ``base_dir``."""
     return EngineSettings(
         name=engine.name,
         device=engine.device,
@@ -58,8 +59,16 @@ def base_settings(config: AuditConfig | EngineConfig, base_dir: Path) -> EngineS
         checkpoint=_resolve_path(engine.checkpoint, base_dir),
         draft_checkpoint=_resolve_path(engine.draft_checkpoint, base_dir),
         contract=engine.contract,
-        options=engine_options(config, "model.yaml"),
+        options=options,
     )
+
+
+def base_settings(config: AuditConfig | EngineConfig, base_dir: Path) -> EngineSettings:
+    """Engine settings from an ``engine`` section (paths relative to model.yaml), its options
+    validated here (``resolve_audit`` carries them validated instead)."""
+    if isinstance(config, EngineConfig):
+        config = AuditConfig(engine=config)
+    return settings_from(config.engine, engine_options(config, "model.yaml"), base_dir)
 
 
 def _run_settings(base: EngineSettings, run: RunSpec) -> EngineSettings:
@@ -128,15 +137,24 @@ def plan_scenario(loaded: LoadedScenario, base: EngineSettings) -> PlannedScenar
     )
 
 
+def plan_scenarios(
+    scenarios: Sequence[LoadedScenario], base: EngineSettings
+) -> list[PlannedScenario]:
+    """Every run of every scenario, resolved against the audit's engine settings."""
+    return [plan_scenario(item, base) for item in scenarios]
+
+
 def plan_audit(
     config: AuditConfig, base_dir: Path, source: str = "model.yaml"
 ) -> list[PlannedScenario]:
     """Validate every scenario and resolve every run; raises ``ScenarioError`` on bad input.
 
-    The engine settings are resolved here, once; every plan carries them."""
+    For a caller holding an ``AuditConfig`` (``resolve_audit`` validates and plans in one
+    pass): its options and scenarios are validated here."""
     _check_skip_list(config, source)
     base = base_settings(config, base_dir)
-    return [plan_scenario(item, base) for item in resolve_scenarios(config.scenarios, base_dir)]
+    scenarios = resolve_scenarios(config.scenarios, base_dir, registered_comparison_ids())
+    return plan_scenarios(scenarios, base)
 
 
 def engine_settings(

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
-from specseed.core.errors import InputError, ScenarioError
+from specseed.core.errors import InputError
+from specseed.plan.planning import PlannedScenario, plan_scenarios, settings_from
 
 if TYPE_CHECKING:
     from specseed.engine_adapters.base import EngineSettings
-    from specseed.plan.planning import PlannedScenario
     from specseed.scenarios.schema import AuditConfig
 
 DEFAULT_SOURCE = "(built-in default)"
@@ -53,67 +53,89 @@ class ResolvedAudit:
     """The path given was a scenario file, audited on the default engine."""
 
 
-def resolve_audit(source: ConfigSource = None, *, base_dir: Path | None = None) -> ResolvedAudit:
-    """Read, validate and plan an audit once. ``ScenarioError`` (every problem found) for an
-    invalid file or dict, ``InputError`` for something that is neither."""
-    from specseed.checks import CHECKS
-    from specseed.plan.planning import engine_settings, plan_audit
-    from specseed.scenarios.loader import load_audit_config, scenario_given_as_model
+def resolve_audit(
+    source: ConfigSource = None, *, base_dir: Path | None = None, scenarios: bool = True
+) -> ResolvedAudit:
+    """Read, validate and plan an audit once. ``ScenarioError`` (every problem found, in one
+    error) for an invalid file or dict, ``InputError`` for something that is neither.
+
+    A path is read and parsed once; whether it is a model.yaml or a scenario file is decided
+    from that parse. The engine section, its options, its checkpoint directories and every
+    scenario are validated in one pass (``scenarios.loader.validate_audit``), the engine
+    settings built once from the validated options, and every scenario planned with them.
+    ``scenarios=False``: the engine section only, nothing planned (``specseed serve``)."""
+    from specseed.checks import CHECKS, registered_comparison_ids
+    from specseed.scenarios import loader
     from specseed.scenarios.schema import AuditConfig
 
+    ids: dict[str, Any] = {
+        "check_ids": tuple(CHECKS),
+        "comparison_ids": registered_comparison_ids(),
+        "scenarios": scenarios,
+    }
     model_yaml: Path | None = None
     scenario_file = False
-    if source is None:
-        config, label = AuditConfig(), DEFAULT_SOURCE
+    if source is None or isinstance(source, AuditConfig):
+        given = AuditConfig() if source is None else source
+        label = DEFAULT_SOURCE if source is None else PYTHON_SOURCE
         where = base_dir if base_dir is not None else Path.cwd()
-    elif isinstance(source, AuditConfig):
-        config, label = source, PYTHON_SOURCE
-        where = base_dir if base_dir is not None else Path.cwd()
+        validated = loader.validate_audit(given.model_dump(), "", None, where, **ids)
+        config = given
     elif isinstance(source, (str, Path)):
         path = Path(source)
         label = str(path)
         where = base_dir if base_dir is not None else path.parent
-        scenario_only = scenario_given_as_model(path)
-        if scenario_only is not None:
-            config, scenario_file = scenario_only, True
+        data, node = loader.read_yaml(path)
+        if loader.is_scenario_data(data):
+            validated = loader.validate_scenario_audit(
+                data, node, path.name, comparison_ids=registered_comparison_ids()
+            )
+            scenario_file = True
         else:
-            config, model_yaml = load_audit_config(path, check_ids=CHECKS), path
+            validated = loader.validate_audit(data, label, node, where, **ids)
+            model_yaml = path
+        config = validated.config
     elif isinstance(source, Mapping):
-        from pydantic import ValidationError
-
-        try:
-            config = AuditConfig.model_validate(dict(source))
-        except ValidationError as exc:
-            problems = [
-                f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors()
-            ]
-            raise ScenarioError("the audit config does not validate", problems=problems) from None
         label = PYTHON_SOURCE
         where = base_dir if base_dir is not None else Path.cwd()
+        validated = loader.validate_audit(dict(source), "", None, where, **ids)
+        config = validated.config
     else:
         raise InputError(
             f"cannot audit a {type(source).__name__}: give a path, a dict or AuditConfig"
         )
-    planned = tuple(plan_audit(config, where, label))
+    engine = settings_from(config.engine, validated.options, where)
+    planned = tuple(plan_scenarios(validated.scenarios, engine))
+    return ResolvedAudit(
+        config=config,
+        engine=engine,
+        planned=planned,
+        base_dir=where,
+        source=label,
+        inputs=_inputs(model_yaml, Path(label) if scenario_file else None, planned, where),
+        model_yaml=model_yaml,
+        scenario_file=scenario_file,
+    )
+
+
+def _inputs(
+    model_yaml: Path | None,
+    scenario_file: Path | None,
+    planned: tuple[PlannedScenario, ...],
+    where: Path,
+) -> tuple[Path, ...]:
+    """The files an audit read: model.yaml (or the scenario file given in its place) and
+    every scenario file it names."""
+    if scenario_file is not None:
+        return (scenario_file,)
     inputs = [model_yaml] if model_yaml is not None else []
-    if scenario_file:
-        inputs.append(Path(label))
     for p in planned:
         name = p.loaded.source
         if not name.startswith("builtin:"):
             path = Path(name) if Path(name).is_absolute() else where / name
             if path not in inputs:
                 inputs.append(path)
-    return ResolvedAudit(
-        config=config,
-        engine=engine_settings(list(planned), config, where),
-        planned=planned,
-        base_dir=where,
-        source=label,
-        inputs=tuple(inputs),
-        model_yaml=model_yaml,
-        scenario_file=scenario_file,
-    )
+    return tuple(inputs)
 
 
 __all__ = ["DEFAULT_SOURCE", "PYTHON_SOURCE", "ConfigSource", "ResolvedAudit", "resolve_audit"]

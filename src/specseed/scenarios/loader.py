@@ -8,7 +8,6 @@ audit never starts on half-valid input.
 from __future__ import annotations
 
 import stat
-import weakref
 from collections.abc import Collection
 from dataclasses import dataclass
 from importlib import resources
@@ -20,11 +19,12 @@ from pydantic import BaseModel, ValidationError
 
 from specseed.core.errors import ScenarioError
 from specseed.core.wording import did_you_mean
+from specseed.engine_adapters.registry import engine_names
 from specseed.scenarios.schema import (
     CHECK_IDS_CONTEXT,
+    COMPARISON_IDS_CONTEXT,
     AuditConfig,
     CrossReferenceError,
-    EngineConfig,
     Scenario,
     raw_cross_reference_problems,
 )
@@ -336,9 +336,7 @@ def _validate(
         index = _NodeIndex(node)
 
         def add(loc: tuple[int | str, ...], message: str) -> None:
-            line = index.line_of(prefix + loc)
-            where = f"{source}:{line}" if line else source
-            problems.append(f"{where}: {_format_loc(prefix + loc)}: {message}")
+            problems.append(_problem(source, index.line_of(prefix + loc), prefix + loc, message))
 
         crossed = False
         for error in exc.errors():
@@ -366,65 +364,183 @@ def _moved_to_options(key: str) -> str | None:
     return next((name for name, info in engines().items() if key in info.moved_options), None)
 
 
-_VALIDATED: dict[int, tuple[weakref.ref[EngineConfig], BaseModel]] = {}
-"""The options model of each ``engine`` section already validated, by the section's identity:
-model.yaml is validated once when loaded, and planning, bundles and serving take the result
-instead of validating it again. A changed section (``model_copy``) is a new object, so it is
-validated afresh."""
-
-
-def _remember(engine: EngineConfig, options: BaseModel) -> None:
-    key = id(engine)
-    # The entry goes with the section: an id can be reused once its object is gone.
-    ref = weakref.ref(engine, lambda _ref: _VALIDATED.pop(key, None))
-    _VALIDATED[key] = (ref, options)
-
-
-def _remembered(engine: EngineConfig) -> BaseModel | None:
-    entry = _VALIDATED.get(id(engine))
-    return entry[1] if entry is not None and entry[0]() is engine else None
-
-
-def engine_options(config: AuditConfig, source: str, node: yaml.Node | None = None) -> BaseModel:
-    """``engine.options`` validated against the options model of ``engine.name`` (once per
-    ``engine`` section: a section validated before returns the same options)."""
+def _options_model(name: str) -> type[BaseModel]:
     from specseed.engine_adapters.base import NoOptions
     from specseed.engine_adapters.registry import get_engine
 
-    engine = config.engine
-    known = _remembered(engine)
-    if known is not None:
-        return known
-    model = get_engine(engine.name).options_model() or NoOptions
-    if model is NoOptions and engine.options:
+    return get_engine(name).options_model() or NoOptions
+
+
+def _options_problems(
+    name: str, raw: Any, source: str, node: yaml.Node | None
+) -> tuple[BaseModel | None, list[str]]:
+    """``engine.options`` validated against the options model of engine ``name``: the options,
+    or every problem with them."""
+    from specseed.engine_adapters.base import NoOptions
+
+    model = _options_model(name)
+    if model is NoOptions and raw:
         line = _line_of(node, ("engine", "options"))
-        where = f"{source}:{line}" if line else source
-        raise ScenarioError(
-            f"{source} does not validate",
-            [f"{where}: engine.options: engine {engine.name} takes no options. Remove them."],
-        )
-    options = _validate(model, dict(engine.options), source, node, prefix=("engine", "options"))
-    _remember(engine, options)
+        where = f"{source}:{line}: " if line else (f"{source}: " if source else "")
+        return None, [f"{where}engine.options: engine {name} takes no options. Remove them."]
+    try:
+        return _validate(model, dict(raw), source, node, prefix=("engine", "options")), []
+    except ScenarioError as exc:
+        return None, exc.problems or [exc.message]
+
+
+def engine_options(config: AuditConfig, source: str, node: yaml.Node | None = None) -> BaseModel:
+    """``engine.options`` validated against the options model of ``engine.name``.
+
+    ``resolve_audit`` validates them once and carries them in ``EngineSettings.options``;
+    this is for a caller that holds only an ``AuditConfig``."""
+    options, problems = _options_problems(config.engine.name, config.engine.options, source, node)
+    if problems:
+        raise ScenarioError(f"{source} does not validate", problems)
+    assert options is not None
     return options
+
+
+CHECKPOINT_KEYS = ("checkpoint", "draft_checkpoint")
+CHECKPOINT_CONFIG = "config.json"
+"""What every engine reads first from a checkpoint directory (the reference engine's
+``read_config``, vLLM's and TensorRT-LLM's model config)."""
+
+
+def checkpoint_problem(value: str | Path, base_dir: Path) -> str | None:
+    """What is wrong with a checkpoint directory named in model.yaml (relative to
+    ``base_dir``), checked before any engine loads; None when it looks usable."""
+    path = Path(value)
+    path = path if path.is_absolute() else base_dir / path
+    fix = (
+        "Point it at a local Hugging Face checkpoint directory (config.json + safetensors); "
+        "a relative path is taken from model.yaml's folder (`specseed make-checkpoint DIR` "
+        "writes one)."
+    )
+    try:
+        if not path.exists():
+            return f"{path}: no such directory. {fix}"
+        if not path.is_dir():
+            return f"{path}: not a directory. {fix}"
+        config = path / CHECKPOINT_CONFIG
+        if not config.is_file():
+            return f"{path}: no {CHECKPOINT_CONFIG} in it. {fix}"
+        with config.open("rb"):
+            pass
+    except OSError as exc:
+        return f"{path}: cannot read it ({exc.strerror}). {fix}"
+    return None
+
+
+def _checkpoint_problems(
+    engine: Any, source: str, node: yaml.Node | None, base_dir: Path
+) -> list[str]:
+    problems = []
+    index = _NodeIndex(node)
+    for key in CHECKPOINT_KEYS:
+        value = engine.get(key) if isinstance(engine, dict) else None
+        if not isinstance(value, (str, Path)) or not str(value):
+            continue  # null, or a wrong type the schema reports
+        problem = checkpoint_problem(value, base_dir)
+        if problem is not None:
+            problems.append(
+                _problem(source, index.line_of(("engine", key)), ("engine", key), problem)
+            )
+    return problems
+
+
+def _problem(source: str, line: int | None, loc: tuple[int | str, ...], message: str) -> str:
+    """One problem line: ``file:line: field.path: message`` (no file for a dict config)."""
+    where = f"{source}:{line}: " if source and line else (f"{source}: " if source else "")
+    return f"{where}{_format_loc(loc)}: {message}"
+
+
+@dataclass(frozen=True)
+class ValidatedConfig:
+    """model.yaml's own sections validated: the config and its engine's options."""
+
+    config: AuditConfig
+    options: BaseModel
+    """``engine.options`` as the options model of ``engine.name``."""
+
+
+def _config_problems(
+    data: Any,
+    source: str,
+    node: yaml.Node | None,
+    base_dir: Path | None,
+    check_ids: Collection[str],
+) -> tuple[ValidatedConfig | None, list[str]]:
+    """model.yaml's data validated in one pass: the top level and engine keys, the engine's
+    options (when its name is known) and the checkpoint directories (when ``base_dir`` is
+    given). Either the result or every problem."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ScenarioError(
+            f"{source} is not a YAML mapping",
+            [
+                f"{source or '(the config)'}:1: the file must be a mapping of keys to values "
+                f"(got {type(data).__name__})."
+            ],
+        )
+    context = {CHECK_IDS_CONTEXT: tuple(check_ids)} if check_ids else None
+    problems: list[str] = []
+    config: AuditConfig | None = None
+    try:
+        validated = _validate(AuditConfig, data, source, node, context=context)
+        assert isinstance(validated, AuditConfig)
+        config = validated
+    except ScenarioError as exc:
+        problems.extend(exc.problems or [exc.message])
+    engine = data.get("engine")
+    engine = engine if isinstance(engine, dict) else {}
+    name = engine.get("name", "reference")
+    raw_options = engine.get("options") or {}
+    options: BaseModel | None = None
+    if isinstance(name, str) and name in engine_names() and isinstance(raw_options, dict):
+        options, more = _options_problems(name, raw_options, source, node)
+        problems.extend(more)
+    if base_dir is not None:
+        problems.extend(_checkpoint_problems(engine, source, node, base_dir))
+    if problems or config is None or options is None:
+        raise_problems = problems or [f"{source}: engine: does not validate."]
+        return None, raise_problems
+    return ValidatedConfig(config, options), []
 
 
 # -- public API ---------------------------------------------------------------------------
 
 
-def parse_audit_config(text: str, source: str, check_ids: Collection[str] = ()) -> AuditConfig:
-    """Validate model.yaml text; ``check_ids``, when given, are the ids checks.skip may name."""
-    data, node = _parse_yaml(text, source)
-    context = {CHECK_IDS_CONTEXT: tuple(check_ids)} if check_ids else None
-    result = _validate(AuditConfig, data, source, node, context=context)
-    assert isinstance(result, AuditConfig)
-    engine_options(result, source, node)
-    return result
+def _comparison_context(comparison_ids: Collection[str]) -> dict[str, Any] | None:
+    return {COMPARISON_IDS_CONTEXT: tuple(comparison_ids)} if comparison_ids else None
 
 
-def parse_scenario(text: str, source: str) -> Scenario:
-    """Validate a scenario file's text."""
+def parse_audit_config(
+    text: str, source: str, check_ids: Collection[str] = (), *, base_dir: Path | None = None
+) -> AuditConfig:
+    """Validate model.yaml text (not the scenarios it names); ``check_ids``, when given, are
+    the ids checks.skip may name; with ``base_dir`` (model.yaml's folder) the checkpoint
+    directories are checked too. Every problem of the engine section and its options comes in
+    one ``ScenarioError``."""
     data, node = _parse_yaml(text, source)
-    result = _validate(Scenario, data, source, node)
+    validated, problems = _config_problems(data, source, node, base_dir, check_ids)
+    if validated is None:
+        raise ScenarioError(f"{source} does not validate", problems)
+    return validated.config
+
+
+def parse_scenario(text: str, source: str, comparison_ids: Collection[str] = ()) -> Scenario:
+    """Validate a scenario file's text; ``comparison_ids``, when given, are the ids ``expect``
+    may name (the registered ones; default: ``COMPARISON_CHECK_IDS``)."""
+    data, node = _parse_yaml(text, source)
+    return _scenario(data, source, node, comparison_ids)
+
+
+def _scenario(
+    data: Any, source: str, node: yaml.Node | None, comparison_ids: Collection[str]
+) -> Scenario:
+    result = _validate(Scenario, data, source, node, context=_comparison_context(comparison_ids))
     assert isinstance(result, Scenario)
     return result
 
@@ -433,24 +549,30 @@ def is_audit_config(text: str, source: str) -> bool:
     """Whether a file's text is a model.yaml (it has a top-level model.yaml section) rather
     than a scenario. Raises ``ScenarioError`` when it is not valid YAML."""
     data, _ = _parse_yaml(text, source)
-    return isinstance(data, dict) and bool({"engine", "scenarios", "checks"} & set(data))
+    return isinstance(data, dict) and is_model_keys(data)
 
 
 SCENARIO_KEYS = frozenset({"name", "requests", "runs"})
 """Top-level keys that only a scenario file has (model.yaml has engine, scenarios, checks)."""
 
 
+def is_scenario_data(data: Any) -> bool:
+    """Whether a parsed file is a scenario rather than a model.yaml: it has a key only a
+    scenario has and none of model.yaml's."""
+    return isinstance(data, dict) and bool(SCENARIO_KEYS & set(data)) and not is_model_keys(data)
+
+
 def scenario_given_as_model(path: Path) -> AuditConfig | None:
     """For a scenario file given where a model.yaml is expected: the audit of that scenario
     on the default engine (the scenario's own errors come when it is planned). None for
-    anything else, which then validates as a model.yaml."""
+    anything else, which then validates as a model.yaml.
+
+    Reads the file; ``plan.resolve.resolve_audit`` decides this from its one parse instead."""
     try:
         data, _ = _parse_yaml(read_source(path), str(path))
     except ScenarioError:
         return None
-    if not isinstance(data, dict) or not SCENARIO_KEYS & set(data) or is_model_keys(data):
-        return None
-    return AuditConfig(scenarios=[path.name])
+    return AuditConfig(scenarios=[path.name]) if is_scenario_data(data) else None
 
 
 def is_model_keys(data: dict[Any, Any]) -> bool:
@@ -458,8 +580,78 @@ def is_model_keys(data: dict[Any, Any]) -> bool:
 
 
 def load_audit_config(path: Path, check_ids: Collection[str] = ()) -> AuditConfig:
-    """Read and validate a model.yaml file (see ``parse_audit_config``)."""
-    return parse_audit_config(read_source(path), str(path), check_ids)
+    """Read and validate a model.yaml file, its checkpoint directories included (see
+    ``parse_audit_config``); its scenarios are validated when planned."""
+    return parse_audit_config(read_source(path), str(path), check_ids, base_dir=path.parent)
+
+
+def read_yaml(path: Path, source: str | None = None) -> tuple[Any, yaml.Node | None]:
+    """A model.yaml or scenario file read and parsed once: its data and its node tree (for
+    the line numbers of problems)."""
+    label = str(path) if source is None else source
+    return _parse_yaml(read_source(path), label)
+
+
+@dataclass(frozen=True)
+class ValidatedAudit:
+    """An audit's input validated in one pass: model.yaml's sections, the engine's options and
+    every scenario it names."""
+
+    config: AuditConfig
+    options: BaseModel
+    """``engine.options`` as the options model of ``engine.name``."""
+    scenarios: tuple[LoadedScenario, ...]
+
+
+def validate_audit(
+    data: Any,
+    source: str,
+    node: yaml.Node | None,
+    base_dir: Path,
+    *,
+    check_ids: Collection[str] = (),
+    comparison_ids: Collection[str] = (),
+    scenarios: bool = True,
+) -> ValidatedAudit:
+    """model.yaml's parsed ``data`` validated with everything it names, in one pass: the top
+    level, the engine section, its options, its checkpoint directories (relative to
+    ``base_dir``) and every scenario. One ``ScenarioError`` holds every problem found, each
+    with its file:line (none for a config given as a dict: ``source`` empty), field path and
+    fix. ``scenarios=False``: model.yaml's own sections only (no scenario is read)."""
+    validated, problems = _config_problems(data, source, node, base_dir, check_ids)
+    entries = data.get("scenarios", ["builtin"]) if isinstance(data, dict) else ["builtin"]
+    entries = entries if scenarios else []
+    names = [e for e in entries if isinstance(e, str)] if isinstance(entries, list) else []
+    loaded: list[LoadedScenario] = []
+    try:
+        loaded = resolve_scenarios(names, base_dir, comparison_ids)
+    except ScenarioError as exc:
+        problems.extend(exc.problems or [exc.message])
+    if validated is None or problems:
+        label = source or "the audit config"
+        raise ScenarioError(f"{label} does not validate", problems)
+    return ValidatedAudit(validated.config, validated.options, tuple(loaded))
+
+
+def validate_scenario_audit(
+    data: Any,
+    node: yaml.Node | None,
+    entry: str,
+    *,
+    comparison_ids: Collection[str] = (),
+) -> ValidatedAudit:
+    """A scenario file given where a model.yaml is expected, already parsed: the audit of
+    that one scenario on the default engine (``entry``: its name as model.yaml would list it,
+    relative to its folder)."""
+    try:
+        scenario = _scenario(data, entry, node, comparison_ids)
+    except ScenarioError as exc:
+        raise ScenarioError(
+            "the scenarios do not validate", exc.problems or [exc.message]
+        ) from None
+    config = AuditConfig(scenarios=[entry])
+    options = _options_model(config.engine.name)()
+    return ValidatedAudit(config, options, (LoadedScenario(scenario, entry),))
 
 
 def library_names() -> list[str]:
@@ -476,34 +668,38 @@ def library_text(name: str) -> str:
     return entry.read_text(encoding="utf-8")
 
 
-def load_library_scenario(name: str) -> LoadedScenario:
+def load_library_scenario(name: str, comparison_ids: Collection[str] = ()) -> LoadedScenario:
     source = f"builtin:{name}"
     if name not in library_names():
         fix = did_you_mean(name, library_names(), "See `specseed scenarios list`.")
         raise ScenarioError(
             f"no built-in scenario {name!r}", [f"{source}: unknown scenario. {fix}"]
         )
-    return LoadedScenario(parse_scenario(library_text(name), source), source)
+    return LoadedScenario(parse_scenario(library_text(name), source, comparison_ids), source)
 
 
 def _looks_like_path(entry: str) -> bool:
     return entry.endswith((".yaml", ".yml")) or "/" in entry or "\\" in entry
 
 
-def resolve_scenarios(entries: list[str], base_dir: Path) -> list[LoadedScenario]:
-    """Load every scenario model.yaml names; collect all problems before raising."""
+def resolve_scenarios(
+    entries: list[str], base_dir: Path, comparison_ids: Collection[str] = ()
+) -> list[LoadedScenario]:
+    """Load every scenario model.yaml names; collect all problems before raising.
+    ``comparison_ids``: as for ``parse_scenario``."""
     loaded: list[LoadedScenario] = []
     problems: list[str] = []
     for entry in entries:
         try:
             if entry == BUILTIN:
-                library = (load_library_scenario(name) for name in library_names())
+                library = (load_library_scenario(name, comparison_ids) for name in library_names())
                 loaded.extend(item for item in library if item.scenario.default_audit)
             elif _looks_like_path(entry):
                 path = Path(entry) if Path(entry).is_absolute() else base_dir / entry
-                loaded.append(LoadedScenario(parse_scenario(read_source(path), entry), entry))
+                scenario = parse_scenario(read_source(path), entry, comparison_ids)
+                loaded.append(LoadedScenario(scenario, entry))
             else:
-                loaded.append(load_library_scenario(entry))
+                loaded.append(load_library_scenario(entry, comparison_ids))
         except ScenarioError as exc:
             problems.extend(exc.problems or [exc.message])
     seen: dict[str, str] = {}

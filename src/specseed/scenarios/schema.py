@@ -7,7 +7,6 @@ them.
 
 from __future__ import annotations
 
-import importlib
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -59,28 +58,46 @@ MAX_WARMUP_BATCH = 4 * MAX_NUM_REQUESTS_LIMIT
 so its size is memory the engine allocates."""
 
 
-def comparison_ids() -> tuple[str, ...]:
-    """Ids of the registered comparison checks, the ones ``expect`` may name.
+COMPARISON_CHECK_IDS: tuple[str, ...] = (
+    "run-to-run",
+    "uptime-invariance",
+    "batch-invariance",
+    "position-invariance",
+    "overlap-invariance",
+    "greedy-spec-equivalence",
+    "losslessness",
+)
+"""Ids of specseed's comparison checks, the ones ``expect`` may name, in registration order.
 
-    The checks register themselves (``checks/registry.py``) and sit in a layer above this one,
-    which they import for ``Expectation``; so their package is loaded by name when first asked,
-    the way entry points are, never while this module is being imported.
-    """
-    registry = importlib.import_module("specseed.checks").registry
-    return tuple(registry.comparison_checks())
+Data, not a lookup: the checks sit in a layer above this one. ``tests/checks/test_registry.py``
+holds this tuple equal to the registry's own comparison checks, so a new one must be listed
+here. Comparison checks that plugins register reach validation through the context
+(``COMPARISON_IDS_CONTEXT``)."""
+
+COMPARISON_IDS_CONTEXT = "comparison_ids"
+"""Validation-context key: every registered comparison check id (the built-in ones and those
+plugins register), given by the layer that knows the registry. Without it, ``expect`` takes
+``COMPARISON_CHECK_IDS``."""
 
 
-def _known_comparison(value: str) -> str:
-    return one_of("check", value, comparison_ids())
+def comparison_ids(context: dict[str, Any] | None = None) -> tuple[str, ...]:
+    """The comparison ids ``expect`` may name under a validation ``context``."""
+    known = (context or {}).get(COMPARISON_IDS_CONTEXT)
+    return tuple(known) if known else COMPARISON_CHECK_IDS
+
+
+def _known_comparison(value: str, info: ValidationInfo) -> str:
+    return one_of("check", value, comparison_ids(info.context))
 
 
 class _ComparisonEnum:
-    """The JSON Schema of a comparison id: an enum of the registered ones."""
+    """The JSON Schema of a comparison id: an enum of the built-in ones (``json_schemas``
+    lists the registered ones instead)."""
 
     def __get_pydantic_json_schema__(
         self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
-        return {"enum": list(comparison_ids()), "type": "string"}
+        return {"enum": list(COMPARISON_CHECK_IDS), "type": "string"}
 
 
 ComparisonCheck = Annotated[str, AfterValidator(_known_comparison), _ComparisonEnum()]
@@ -709,11 +726,12 @@ class ResolvedRequest(StrictModel):
         return self.temperature == 0.0
 
 
-def json_schemas() -> dict[str, Any]:
+def json_schemas(comparisons: tuple[str, ...] = COMPARISON_CHECK_IDS) -> dict[str, Any]:
     """JSON Schemas of model.yaml and of scenario files, generated from the models.
 
     ``engine.options`` depends on ``engine.name``: the model.yaml schema says so with one
-    ``if``/``then`` per engine that declares an options model.
+    ``if``/``then`` per engine that declares an options model. ``comparisons``: the comparison
+    ids ``expect`` takes (the registered ones, plugins' included).
     """
     from specseed.engine_adapters.registry import engines
 
@@ -737,4 +755,6 @@ def json_schemas() -> dict[str, Any]:
             }
         )
     defs["EngineConfig"]["allOf"] = rules
-    return {"model.yaml": model, "scenario": Scenario.model_json_schema()}
+    scenario = Scenario.model_json_schema()
+    scenario["$defs"]["Expectation"]["properties"]["check"]["enum"] = list(comparisons)
+    return {"model.yaml": model, "scenario": scenario}
