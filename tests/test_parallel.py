@@ -322,8 +322,8 @@ def test_workers_take_the_cwd_environment_and_stderr_of_the_pool_start(
     not those of the forkserver the first pool started (an earlier audit's engine log)."""
     from concurrent.futures import ProcessPoolExecutor
 
-    from specseed.audit.engine_log import capture_engine_log
     from specseed.run import parallel
+    from specseed.workflows.engine_log import capture_engine_log
 
     for name in ("one", "two"):
         (tmp_path / name).mkdir()

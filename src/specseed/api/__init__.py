@@ -12,7 +12,7 @@ from another ``specseed`` module is internal and may change in any release.
     report.passed, report.exit_code, report.findings, report.root_causes
     print(report.console()); report.json(); report.junit(); report.issue()
 
-:func:`audit` builds the same :class:`~specseed.audit.audit.Audit` object ``specseed audit``
+:func:`audit` builds the same :class:`~specseed.workflows.audit.Audit` object ``specseed audit``
 runs (``Audit.from_model_yaml`` / ``Audit.from_config``, then ``Audit.run``); there is no second
 path. It imports no torch until the audit runs. Errors are the typed ones of
 ``specseed.core.errors``, re-exported here: ``ScenarioError`` (an invalid model.yaml, with
@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
-from specseed.audit.outputs import AuditOutputs
 from specseed.core.errors import EngineError, InputError, ScenarioError, SpecseedError
+from specseed.workflows.outputs import AuditOutputs
 
 if TYPE_CHECKING:
     from specseed.checks.findings import Finding
@@ -107,7 +107,7 @@ class Report:
         if not chosen:
             raise KeyError(name)
         narrowed = dataclasses.replace(self.result, scenarios=chosen)
-        from specseed.audit.audit import exit_code
+        from specseed.workflows.audit import exit_code
 
         return Report(narrowed, exit_code(narrowed), self.bundle)
 
@@ -235,7 +235,7 @@ def audit(
     files to write, as the CLI's flags. ``terminal``: print the Rich report. ``on_event``:
     called with every ``AuditEvent``, the last being ``AuditFinished``.
     """
-    from specseed.audit.audit import Audit
+    from specseed.workflows.audit import Audit
 
     if engine is not None and _is_vllm_llm(engine):
         raise InputError(

@@ -1,5 +1,5 @@
 """``specseed audit``: the flags of an audit, parsed into ``AuditOutputs``; the work is
-``specseed.audit.audit.Audit``'s."""
+``specseed.workflows.audit.Audit``'s."""
 
 from __future__ import annotations
 
@@ -152,10 +152,10 @@ def audit(
         from specseed.run.forkserver import start_early
 
         start_early()
-    from specseed.audit.audit import Audit
-    from specseed.audit.outputs import AuditOutputs
     from specseed.cli.interrupts import InterruptGuard
     from specseed.run.parallel import parse_jobs, parse_shard
+    from specseed.workflows.audit import Audit
+    from specseed.workflows.outputs import AuditOutputs
 
     with error_boundary(runs_engine=True):
         check_model_yaml_argument(model_yaml)

@@ -11,10 +11,10 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from specseed.audit.outputs import check_bundle_folder, check_writable
 from specseed.cli.errors import EXIT_OK, EXIT_VIOLATION, error_boundary
 from specseed.core.errors import InputError, OutputError
 from specseed.core.secrets import SafeConsole
+from specseed.workflows.outputs import check_bundle_folder, check_writable
 
 if TYPE_CHECKING:  # commands import their modules when they run
     from specseed.bundle.format import Bundle
@@ -326,7 +326,7 @@ def replay(
         writer = reporter = None
         if bundle_out is not None:
             from specseed.bundle.format import recorded_scenarios
-            from specseed.reporting.bundle import BundleReporter
+            from specseed.reporting.bundle_reporter import BundleReporter
 
             config = loaded.config
             writer = BundleWriter(bundle_out, force=force)

@@ -190,7 +190,7 @@ def _raise_interrupt(signum: int, _frame: object) -> None:
 class _ParentState:
     """What a worker takes from the parent at the moment its pool starts, whichever process
     forked it: a forkserver started by an earlier audit of this process holds that audit's
-    environment and descriptor 2 (its engine log, see ``audit.engine_log``). The working
+    environment and descriptor 2 (its engine log, see ``workflows.engine_log``). The working
     directory and ``sys.path`` travel with multiprocessing's own start-up data. Module-level
     values read at import (``SPECSEED_LINEAR``) are the forkserver's.
 

@@ -1,4 +1,5 @@
-"""The audit pipeline as one object: plan in, reports and an exit code out.
+"""The workflows: each one thing a user asks of specseed (an audit, a replay, a minimization,
+the detection matrix) as one object that the CLI, the Python API and the pytest plugin call.
 
 ``audit.Audit`` is what ``specseed audit`` calls after parsing its flags, and what a library
 caller uses to run an audit; ``outputs.AuditOutputs`` says what it writes; ``exit_codes``

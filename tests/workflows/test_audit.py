@@ -7,9 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from specseed.audit.audit import Audit, AuditOutcome
-from specseed.audit.exit_codes import EXIT_OK, EXIT_OUTPUT, EXIT_VIOLATION
-from specseed.audit.outputs import AuditOutputs
 from specseed.core.errors import InputError
 from specseed.run.results import (
     AuditEvent,
@@ -22,6 +19,9 @@ from specseed.run.results import (
     ScenarioChecked,
 )
 from specseed.scenarios.schema import AuditConfig, EngineConfig
+from specseed.workflows.audit import Audit, AuditOutcome
+from specseed.workflows.exit_codes import EXIT_OK, EXIT_OUTPUT, EXIT_VIOLATION
+from specseed.workflows.outputs import AuditOutputs
 
 SCENARIO = "batch-position"
 

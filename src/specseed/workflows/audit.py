@@ -23,23 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from specseed.audit.engine_log import ENGINE_LOG, capture_engine_log
-from specseed.audit.exit_codes import (
-    EXIT_NOTHING_CHECKED,
-    EXIT_OK,
-    EXIT_OUTPUT,
-    EXIT_SIGNAL,
-    EXIT_VIOLATION,
-)
-from specseed.audit.outputs import (
-    AuditOutputs,
-    StdoutConsole,
-    check_bundle_folder,
-    check_output_paths,
-    check_writable,
-    silence_stdout,
-    write_document,
-)
 from specseed.core.errors import InputError, OutputError
 from specseed.core.text import printable
 from specseed.run.results import (
@@ -50,6 +33,23 @@ from specseed.run.results import (
     AuditSkipped,
     EventHandler,
     OutputFailed,
+)
+from specseed.workflows.engine_log import ENGINE_LOG, capture_engine_log
+from specseed.workflows.exit_codes import (
+    EXIT_NOTHING_CHECKED,
+    EXIT_OK,
+    EXIT_OUTPUT,
+    EXIT_SIGNAL,
+    EXIT_VIOLATION,
+)
+from specseed.workflows.outputs import (
+    AuditOutputs,
+    StdoutConsole,
+    check_bundle_folder,
+    check_output_paths,
+    check_writable,
+    silence_stdout,
+    write_document,
 )
 
 if TYPE_CHECKING:  # torch and the engines load only when an audit runs
@@ -369,7 +369,7 @@ class Audit:
             yield None
             return
         from specseed.bundle.format import BundleWriter
-        from specseed.reporting.bundle import BundleReporter
+        from specseed.reporting.bundle_reporter import BundleReporter
         from specseed.traces.folder import TraceDir
 
         # The folder's lock before the bundle's first file: a second audit on the same folder
