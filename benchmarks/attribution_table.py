@@ -14,8 +14,8 @@ import argparse
 import time
 from pathlib import Path
 
-from specseed.run.matrix import run_matrix
 from specseed.scenarios.schema import AuditConfig, EngineConfig
+from specseed.workflows.matrix import run_matrix
 
 
 def main() -> None:

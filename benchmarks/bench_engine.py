@@ -27,9 +27,9 @@ from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
 from specseed.engine_adapters.reference.engine import ReferenceEngine
 from specseed.plan.planning import plan_audit
 from specseed.run.execute import run_audit
-from specseed.run.matrix import run_matrix
 from specseed.scenarios.schema import AuditConfig
 from specseed.traces.records import TraceRecorder
+from specseed.workflows.matrix import run_matrix
 
 from perf_page import add_write_docs, docs_section
 

@@ -13,8 +13,6 @@ import ast
 import re
 from pathlib import Path
 
-import pytest
-
 import specseed
 
 PACKAGE = Path(specseed.__file__).parent
@@ -168,12 +166,6 @@ def _circles(graph: dict[str, set[str]]) -> list[tuple[str, ...]]:
     return circles
 
 
-# TODO(workflows): run/matrix.py and run/parallel.py import each other; the workflows
-# branch breaks that circle. Its test below is an expected failure until then (the lead
-# removes this entry and the xfail at merge).
-KNOWN_CIRCLES = {("specseed.run.matrix", "specseed.run.parallel")}
-
-
 def test_every_package_is_a_layer_and_nothing_sits_loose() -> None:
     on_disk = {
         f"specseed.{p.name}"
@@ -224,16 +216,10 @@ def test_an_import_by_name_is_an_import() -> None:
 
 
 def test_no_import_circle_between_files() -> None:
-    circles = [c for c in _circles(_import_graph()) if c not in KNOWN_CIRCLES]
+    circles = _circles(_import_graph())
     assert not circles, "import circles between files:\n" + "\n".join(
         " <-> ".join(c) for c in circles
     )
-
-
-@pytest.mark.xfail(strict=True, reason="TODO(workflows): run/matrix.py <-> run/parallel.py")
-def test_run_matrix_and_parallel_do_not_import_each_other() -> None:
-    circles = _circles(_import_graph())
-    assert not [c for c in circles if c in KNOWN_CIRCLES], circles
 
 
 def test_the_circle_finder_finds_a_circle() -> None:

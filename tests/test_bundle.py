@@ -24,7 +24,7 @@ from specseed.bundle.format import (
     scrub_command,
     scrub_text,
 )
-from specseed.bundle.replay import recheck, replay
+from specseed.bundle.recheck import recheck
 from specseed.checks.findings import FAILING
 from specseed.cli.app import app
 from specseed.core.defects import DEFECT_IDS
@@ -36,6 +36,7 @@ from specseed.run.results import AuditEvent, RunStarted
 from specseed.scenarios.loader import library_names, load_library_scenario
 from specseed.scenarios.schema import AuditConfig, EngineConfig
 from specseed.traces.records import read_trace
+from specseed.workflows.replay import replay
 
 cli = CliRunner()
 

@@ -18,9 +18,10 @@ from specseed.core.contracts import get_contract
 from specseed.core.defects import DEFECT_IDS
 from specseed.plan.planning import plan_audit
 from specseed.run.execute import run_audit
-from specseed.run.matrix import MatrixResult, run_matrix
+from specseed.run.matrix import MatrixResult
 from specseed.run.results import AuditEvent, AuditResult, ScenarioChecked, ScenarioResult
 from specseed.scenarios.schema import AuditConfig, EngineConfig
+from specseed.workflows.matrix import run_matrix
 
 UNTARGETED = {d for d in DEFECT_IDS if not any(d in spec.targets for spec in CHECKS.values())}
 

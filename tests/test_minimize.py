@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from specseed.bundle.minimize import minimize, scenario_yaml, size_of
 from specseed.checks import CHECKS
 from specseed.checks.findings import FAILING
 from specseed.core.defects import DEFECT_IDS
@@ -20,6 +19,7 @@ from specseed.run.execute import create_adapter, run_audit
 from specseed.run.results import AuditResult
 from specseed.scenarios.loader import LoadedScenario, load_library_scenario, parse_scenario
 from specseed.scenarios.schema import AuditConfig, EngineConfig, Scenario
+from specseed.workflows.minimize import minimize, scenario_yaml, size_of
 from tests.test_bundle import scenario_for
 
 TARGETED = [

@@ -322,8 +322,8 @@ def test_workers_take_the_cwd_environment_and_stderr_of_the_pool_start(
     not those of the forkserver the first pool started (an earlier audit's engine log)."""
     from concurrent.futures import ProcessPoolExecutor
 
-    from specseed.audit.engine_log import capture_engine_log
     from specseed.run import parallel
+    from specseed.workflows.engine_log import capture_engine_log
 
     for name in ("one", "two"):
         (tmp_path / name).mkdir()
@@ -554,7 +554,9 @@ def test_workers_never_import_the_command_line_app(tmp_path: Path) -> None:
 
 def test_matrix_workers_give_the_rows_of_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
     from specseed.run import parallel
-    from specseed.run.matrix import matrix_groups, run_matrix
+    from specseed.run.matrix import matrix_groups
+    from specseed.workflows import matrix
+    from specseed.workflows.matrix import run_matrix
 
     monkeypatch.setattr(parallel, "_cpu_count", lambda: 2)  # two workers even on one core
     defects = ["row0-seed", "engine-counter", "draw-overlap"]
@@ -563,7 +565,7 @@ def test_matrix_workers_give_the_rows_of_one_process(monkeypatch: pytest.MonkeyP
     heard: list[str | None] = []
     groups = matrix_groups([None, *defects], 2)
     assert groups == [[None, "row0-seed"], ["engine-counter", "draw-overlap"]]
-    rows = parallel.run_matrix_jobs(
+    rows = matrix.run_matrix_jobs(
         AuditConfig(),
         Path.cwd(),
         groups,
@@ -580,8 +582,8 @@ def test_matrix_workers_give_the_rows_of_one_process(monkeypatch: pytest.MonkeyP
         run_matrix(AuditConfig(), Path.cwd(), defects=defects, jobs=2, on_defect=print)
 
 
-KILL_MATRIX_WORKERS = KILL_WORKERS.replace('"_serve"', '"_matrix_rows"').replace(
-    "module._serve = _serve", "module._matrix_rows = _serve"
+KILL_MATRIX_WORKERS = KILL_WORKERS.replace('"_serve"', '"_engine_task"').replace(
+    "module._serve = _serve", "module._engine_task = _serve"
 )
 
 

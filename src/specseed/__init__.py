@@ -13,8 +13,8 @@ __version__ = "0.1.0"
 
 _API = ("Report", "load_config", "server_config")
 """Names of the public API (``specseed.api``) also reachable here, loaded on first use so that
-``import specseed`` stays light. The audit itself is ``specseed.api.audit``: the name
-``specseed.audit`` is the package that holds the ``Audit`` object."""
+``import specseed`` stays light. The audit itself is ``specseed.api.audit`` (the ``Audit``
+object it runs is ``specseed.workflows.audit.Audit``)."""
 
 
 def __getattr__(name: str) -> object:

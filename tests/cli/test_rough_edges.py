@@ -153,8 +153,8 @@ def test_field_and_reference_errors_are_reported_together(tmp_path: Path) -> Non
 
 
 def test_a_minimal_scenario_describes_what_it_kept() -> None:
-    from specseed.bundle.minimize import Target, redescribed, scenario_yaml
     from specseed.scenarios.loader import load_library_scenario, parse_scenario
+    from specseed.workflows.minimize import Target, redescribed, scenario_yaml
 
     original = load_library_scenario("batch-position").scenario
     kept = original.model_dump(mode="json", exclude_unset=True)

@@ -206,11 +206,6 @@ def test_a_scenario_file_given_for_model_yaml_is_read_once(
     assert reads["read mine.yaml"] == 1 and reads["parse mine.yaml"] == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="TODO(workflows): cli/audit.py reads model.yaml itself (scenario_given_as_model) "
-    "and through Audit (load_audit_config); it passes once the CLI calls resolve_audit",
-)
 def test_one_cli_audit_parses_model_yaml_once(tmp_path: Path, reads: Counter[str]) -> None:
     from typer.testing import CliRunner
 

@@ -12,9 +12,9 @@ from another ``specseed`` module is internal and may change in any release.
     report.passed, report.exit_code, report.findings, report.root_causes
     print(report.console()); report.json(); report.junit(); report.issue()
 
-:func:`audit` builds the same :class:`~specseed.audit.audit.Audit` object ``specseed audit``
-runs (``Audit.from_model_yaml`` / ``Audit.from_config``, then ``Audit.run``); there is no second
-path. It imports no torch until the audit runs. Errors are the typed ones of
+:func:`audit` builds the same :class:`~specseed.workflows.audit.Audit` object ``specseed audit``
+runs (on the input ``plan.resolve.resolve_audit`` reads once, then ``Audit.run``); there is no
+second path. It imports no torch until the audit runs. Errors are the typed ones of
 ``specseed.core.errors``, re-exported here: ``ScenarioError`` (an invalid model.yaml, with
 file:line problems), ``InputError`` (a bad selection or output path), ``EngineError`` (the
 engine could not run).
@@ -37,12 +37,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
-from specseed.audit.outputs import AuditOutputs
 from specseed.core.errors import EngineError, InputError, ScenarioError, SpecseedError
+from specseed.workflows.outputs import AuditOutputs
 
 if TYPE_CHECKING:
     from specseed.checks.findings import Finding
     from specseed.engine_adapters.base import EngineAdapter
+    from specseed.plan.resolve import ResolvedAudit
     from specseed.reporting.causes import RootCause
     from specseed.run.results import AuditResult, ScenarioResult
     from specseed.scenarios.schema import AuditConfig
@@ -107,7 +108,7 @@ class Report:
         if not chosen:
             raise KeyError(name)
         narrowed = dataclasses.replace(self.result, scenarios=chosen)
-        from specseed.audit.audit import exit_code
+        from specseed.workflows.audit import exit_code
 
         return Report(narrowed, exit_code(narrowed), self.bundle)
 
@@ -212,7 +213,7 @@ def _narrow(config: AuditConfig, checks: Sequence[str]) -> AuditConfig:
 
 
 def audit(
-    source: Source = None,
+    source: Source | ResolvedAudit = None,
     *,
     engine: Engine = None,
     scenarios: Sequence[str] = (),
@@ -227,7 +228,7 @@ def audit(
     """Run one audit and return its :class:`Report`.
 
     ``source``: a model.yaml path, an ``AuditConfig`` or its dict, or None (reference engine,
-    built-in library). ``engine``: an adapter object to run on instead of loading the
+    built-in library); or what ``plan.resolve.resolve_audit`` made of one (not read again). ``engine``: an adapter object to run on instead of loading the
     one the config names (each run's settings still come from the config's plans, which the
     adapter serves), or a server URL (the config's
     engine becomes ``openai`` at that URL). ``scenarios``: only these, by name. ``checks``:
@@ -235,7 +236,8 @@ def audit(
     files to write, as the CLI's flags. ``terminal``: print the Rich report. ``on_event``:
     called with every ``AuditEvent``, the last being ``AuditFinished``.
     """
-    from specseed.audit.audit import Audit
+    from specseed.plan.resolve import ResolvedAudit, resolve_audit
+    from specseed.workflows.audit import Audit
 
     if engine is not None and _is_vllm_llm(engine):
         raise InputError(
@@ -243,18 +245,16 @@ def audit(
             "from the settings each run asks for",
             hint="give a model.yaml with engine.name: vllm, or a VllmEngine adapter",
         )
-    path = Path(source) if isinstance(source, (str, Path)) else None
-    model_yaml = path  # a model.yaml read from a file: an input no report may overwrite
-    if path is not None:
-        from specseed.scenarios.loader import scenario_given_as_model
-
-        scenario_only = scenario_given_as_model(path)
-        if scenario_only is not None:  # a scenario file: audited on the default engine
-            source, model_yaml = scenario_only, None
-    where = Path(base_dir) if base_dir is not None else (path.parent if path else None)
+    if isinstance(source, ResolvedAudit):  # read already (the pytest plugin's collection)
+        resolved = source
+        path = resolved.model_yaml or (Path(resolved.source) if resolved.scenario_file else None)
+    else:
+        path = Path(source) if isinstance(source, (str, Path)) else None
+        where = Path(base_dir) if base_dir is not None else None
+        resolved = resolve_audit(source, base_dir=where)
     adapter: EngineAdapter | None = None
     if isinstance(engine, str):
-        base = load_config(source)
+        base = resolved.config
         opts = (
             {**base.engine.options, "base_url": engine}
             if base.engine.name == "openai"
@@ -263,7 +263,7 @@ def audit(
         engine_section = {**base.engine.model_dump(mode="json"), "name": "openai", "options": opts}
         config = load_config({**base.model_dump(mode="json"), "engine": engine_section})
     else:
-        config = load_config(source)
+        config = resolved.config
         if engine is not None:
             from specseed.engine_adapters.base import EngineAdapter as _Adapter
 
@@ -273,7 +273,18 @@ def audit(
                     hint="give an EngineAdapter, a server URL, or a model.yaml",
                 )
             adapter = engine
-    config = _narrow(config, checks)
+    narrowed = _narrow(config, checks)
+    if narrowed is not resolved.config:
+        # A new engine or fewer checks: the changed config resolved again (no file is read);
+        # what was read stays the audit's source and its inputs.
+        again = resolve_audit(narrowed, base_dir=resolved.base_dir)
+        resolved = dataclasses.replace(
+            again,
+            source=resolved.source,
+            inputs=resolved.inputs,
+            model_yaml=resolved.model_yaml,
+            scenario_file=resolved.scenario_file,
+        )
     outputs = AuditOutputs(
         json=Path(json) if json is not None else None,
         junit=Path(junit) if junit is not None else None,
@@ -283,15 +294,7 @@ def audit(
         scenarios=tuple(scenarios),
         argv=("audit", str(path)) if path is not None else ("audit",),
     )
-    runner = Audit.from_config(
-        config,
-        where,
-        outputs,
-        source=str(path) if path is not None else "(python)",
-        adapter=adapter,
-        on_event=on_event,
-    )
-    runner.model_yaml = model_yaml
+    runner = Audit(resolved, outputs, adapter=adapter, on_event=on_event)
     outcome = runner.run()
     return Report(outcome.result, outcome.exit_code, outputs.bundle)
 

@@ -28,6 +28,7 @@ import pytest
 
 if TYPE_CHECKING:
     from specseed.api import Report
+    from specseed.plan.resolve import ResolvedAudit
 
 _STATE = pytest.StashKey["_Session"]()
 
@@ -111,16 +112,16 @@ class _Session:
         self.bundle: Path | None = None
         self.error: BaseException | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.resolved: ResolvedAudit | None = None
+        """The audit as read at collection (``names``), run without reading it again."""
 
     def names(self) -> list[str]:
         """The scenario names of the audit (after ``--specseed-scenario``), torch-free."""
-        from specseed.api import load_config
         from specseed.core.errors import InputError
-        from specseed.plan.planning import plan_audit
+        from specseed.plan.resolve import resolve_audit
 
-        config = load_config(self.model_yaml)
-        planned = plan_audit(config, self.model_yaml.parent, str(self.model_yaml))
-        names = [p.scenario.name for p in planned]
+        self.resolved = resolve_audit(self.model_yaml)
+        names = [p.scenario.name for p in self.resolved.planned]
         unknown = [n for n in self.scenarios if n not in names]
         if unknown:
             raise InputError(
@@ -145,7 +146,10 @@ class _Session:
             bundle = Path(self._tmp.name) / "bundle"
         try:
             self.report = audit(
-                self.model_yaml, scenarios=self.selected, checks=self.checks, bundle=bundle
+                self.resolved or self.model_yaml,
+                scenarios=self.selected,
+                checks=self.checks,
+                bundle=bundle,
             )
         except BaseException as exc:  # every item reports the same cause, the audit runs once
             self.error = exc

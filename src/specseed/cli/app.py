@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from specseed import __version__
-from specseed.cli import bundle, rng, scenarios
+from specseed.cli import bundle_reading, minimize, replay, rng, scenarios
 from specseed.cli.audit import AUDIT_HELP, audit
 from specseed.cli.checkpoint import make_checkpoint
 from specseed.cli.doctor import doctor
@@ -77,11 +77,11 @@ def _root(
 
 
 app.command("audit", help=AUDIT_HELP)(audit)
-app.command("check")(bundle.check)
-app.command("report")(bundle.report)
-app.command("diff")(bundle.diff)
-app.command("replay")(bundle.replay)
-app.command("minimize", help=bundle.MINIMIZE_HELP)(bundle.minimize)
+app.command("check")(bundle_reading.check)
+app.command("report")(bundle_reading.report)
+app.command("diff")(bundle_reading.diff)
+app.command("replay")(replay.replay)
+app.command("minimize", help=minimize.MINIMIZE_HELP)(minimize.minimize)
 app.command("init")(init)
 app.command("serve", help=SERVE_HELP)(serve)
 app.add_typer(scenarios.app, name="scenarios")

@@ -1,5 +1,6 @@
-"""``specseed audit``: the flags of an audit, parsed into ``AuditOutputs``; the work is
-``specseed.audit.audit.Audit``'s."""
+"""``specseed audit``: the flags of an audit, parsed into ``AuditOutputs``, and the input
+resolved once (``plan.resolve.resolve_audit``); the work is ``workflows.audit.Audit``'s (or,
+with ``--matrix``, ``workflows.matrix.Matrix``'s)."""
 
 from __future__ import annotations
 
@@ -152,10 +153,12 @@ def audit(
         from specseed.run.forkserver import start_early
 
         start_early()
-    from specseed.audit.audit import Audit
-    from specseed.audit.outputs import AuditOutputs
     from specseed.cli.interrupts import InterruptGuard
+    from specseed.plan.resolve import resolve_audit
     from specseed.run.parallel import parse_jobs, parse_shard
+    from specseed.workflows.audit import Audit
+    from specseed.workflows.matrix import Matrix
+    from specseed.workflows.outputs import AuditOutputs
 
     with error_boundary(runs_engine=True):
         check_model_yaml_argument(model_yaml)
@@ -176,23 +179,14 @@ def audit(
             force=force,
             argv=tuple(sys.argv[1:]) or ("audit",),
         )
-        from specseed.scenarios.loader import scenario_given_as_model
-
-        scenario_only = scenario_given_as_model(model_yaml) if model_yaml is not None else None
-        if model_yaml is not None and scenario_only is not None:
+        resolved = resolve_audit(model_yaml)
+        if resolved.scenario_file:
             SafeConsole(stderr=True, soft_wrap=True).print(
                 f"{model_yaml} is a scenario file, not a model.yaml: auditing it on the "
                 "default engine (reference)"
             )
-            runner = Audit.from_config(
-                scenario_only, model_yaml.parent, outputs, source=str(model_yaml)
-            )
-        elif model_yaml is not None:
-            runner = Audit.from_model_yaml(model_yaml, outputs)
-        else:
-            runner = Audit.from_config(outputs=outputs)
         if matrix:
-            exit_code = runner.run_matrix(interrupts=InterruptGuard)[1]
+            exit_code = Matrix(resolved, outputs).run(interrupts=InterruptGuard)[1]
         else:
-            exit_code = runner.run(interrupts=InterruptGuard).exit_code
+            exit_code = Audit(resolved, outputs).run(interrupts=InterruptGuard).exit_code
     raise typer.Exit(exit_code)

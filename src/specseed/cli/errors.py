@@ -3,7 +3,7 @@
 Exit codes: 0 every invariant holds, 1 a violation, 2 bad input, 3 the engine could not run,
 4 nothing was checked (every finding is skip).
 5 the audit ran but an output could not be written (130/143 for signals: cli/interrupts.py).
-The numbers live in ``specseed.audit.exit_codes`` so that library callers share them.
+The numbers live in ``specseed.workflows.exit_codes`` so that library callers share them.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from contextlib import contextmanager
 import typer
 from rich.markup import escape
 
-from specseed.audit.exit_codes import (
+from specseed.core.errors import EngineError, InputError, OutputError, ScenarioError, SpecseedError
+from specseed.core.secrets import SafeConsole
+from specseed.workflows.exit_codes import (
     EXIT_BAD_INPUT,
     EXIT_ENGINE,
     EXIT_NOTHING_CHECKED,
@@ -22,8 +24,6 @@ from specseed.audit.exit_codes import (
     EXIT_OUTPUT,
     EXIT_VIOLATION,
 )
-from specseed.core.errors import EngineError, InputError, OutputError, ScenarioError, SpecseedError
-from specseed.core.secrets import SafeConsole
 
 __all__ = [
     "EXIT_BAD_INPUT",

@@ -1,5 +1,5 @@
 """Command-line checks made before an audit runs: flags read as files, outputs onto inputs
-(``check_output_paths`` lives with the audit, ``specseed.audit.outputs``, and is re-exported).
+(``check_output_paths`` lives with the audit, ``specseed.workflows.outputs``, and is re-exported).
 
 Each raises ``InputError`` (exit 2) with one line naming the path and the fix, so that no
 engine time is spent and no input file is overwritten.
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specseed.audit.outputs import check_output_paths
 from specseed.core.errors import InputError
+from specseed.workflows.outputs import check_output_paths
 
 __all__ = ["FLAG", "check_model_yaml_argument", "check_output_paths"]
 

@@ -12,8 +12,8 @@ import signal
 from types import FrameType
 from typing import Any
 
-from specseed.audit.exit_codes import EXIT_SIGNAL
 from specseed.core.errors import AuditInterrupted
+from specseed.workflows.exit_codes import EXIT_SIGNAL
 
 __all__ = ["EXIT_SIGNAL", "SIGNALS", "InterruptGuard"]
 

@@ -410,6 +410,7 @@ def run_audit(
     trace_writer: Callable[[str, str], TraceWriter] | None = None,
     keep_steps: bool = False,
     lock_trace_dir: bool = True,
+    open_engine: Callable[[], EngineAdapter] | None = None,
 ) -> AuditResult:
     """Serve every planned run and check the results.
 
@@ -420,6 +421,10 @@ def run_audit(
     An interrupt (``KeyboardInterrupt``, ``AuditInterrupted``) ends the current run's trace
     with an ``Interrupted`` failure and returns the scenarios that finished, with
     ``interrupted`` set; ``TraceDirBusy`` if another audit writes into ``trace_dir``.
+
+    The engine is ``adapter``, else the one ``open_engine()`` gives once the audit has started
+    (a caller's session that loads it once and keeps it), else one built here and closed at
+    the end.
     """
     emit = on_event or (lambda _event: None)
     started = time.perf_counter()
@@ -434,7 +439,12 @@ def run_audit(
                 stack.enter_context(TraceDir(trace_dir)) if lock_trace_dir else TraceDir(trace_dir)
             )
         emit(AuditStarted(scenarios=len(planned), runs=total, engine=config.engine.name))
-        engine = adapter or create_adapter(engine_settings(planned, config, base_dir))
+        if adapter is not None:
+            engine = adapter
+        elif open_engine is not None:
+            engine = open_engine()
+        else:
+            engine = create_adapter(engine_settings(planned, config, base_dir))
         try:
             validate_plans(engine, planned)
             try:
@@ -454,7 +464,7 @@ def run_audit(
                 interrupted = exc.signal_name if isinstance(exc, AuditInterrupted) else "SIGINT"
             environment = plain_environment(engine.environment())
         finally:
-            if adapter is None:
+            if adapter is None and open_engine is None:
                 engine.close()
     done = {r.scenario.name for r in results}
     return AuditResult(

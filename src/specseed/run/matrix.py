@@ -1,11 +1,15 @@
-"""The detection matrix: inject each defect class into the reference engine and see which
-checks catch it.
+"""The detection matrix's rows: inject each defect class into the reference engine and see
+which checks catch it.
 
 This is the proof that the checks can fail: for every defect id, an audit of the same
 scenarios with ``defects: [id]`` must exit 1 and name the id among its suspects, while the
 audit with no defect must not fail. It also measures the precision of the verdict: with one
 defect injected, the audit's root causes (``checks.attribution``) must be exactly that
 defect, no extra cause and no wrong one.
+
+This module serves the audits of a group of defects on one engine (``matrix_rows``; a worker
+process gets the same through ``MatrixTask``); the workflow that plans the groups, loads the
+engine once and renders the matrix is ``workflows.matrix``.
 """
 
 from __future__ import annotations
@@ -17,12 +21,10 @@ from pathlib import Path
 from specseed.checks.attribution import root_causes
 from specseed.checks.findings import FAILING
 from specseed.core.contracts import get_contract
-from specseed.core.defects import DEFECT_IDS
-from specseed.core.errors import AuditInterrupted, InputError
+from specseed.core.errors import AuditInterrupted
 from specseed.engine_adapters.base import EngineAdapter
-from specseed.plan.planning import PlannedScenario, base_settings, plan_audit
-from specseed.run.execute import create_adapter, run_audit, run_audits_side_by_side
-from specseed.run.parallel import run_matrix_jobs, workers_for
+from specseed.plan.planning import PlannedScenario, plan_audit
+from specseed.run.execute import run_audit, run_audits_side_by_side
 from specseed.run.results import AuditEvent, AuditResult
 from specseed.scenarios.schema import AuditConfig
 
@@ -132,73 +134,6 @@ def _row(defect: str | None, result: AuditResult) -> MatrixRow:
         suspects=tuple(sorted({s.defect for f in failing for s in f.suspects})),
         causes=tuple(c.label for c in root_causes(result.findings)),
     )
-
-
-def run_matrix(
-    config: AuditConfig,
-    base_dir: Path,
-    *,
-    defects: Sequence[str] = DEFECT_IDS,
-    scenario_filter: Sequence[str] | None = None,
-    on_defect: Callable[[str | None], None] | None = None,
-    on_event: Callable[[AuditEvent], None] | None = None,
-    on_row: Callable[[MatrixRow], None] | None = None,
-    jobs: int = 1,
-) -> MatrixResult:
-    """Audit once with no defect, then once per defect (the model is loaded once per
-    process).
-
-    ``on_defect`` hears each defect as its audit starts and ``on_event`` that audit's events
-    (one process only); ``on_row`` hears each row as its audit ends. An engine that serves
-    runs side by side (the reference engine on the CPU) serves the audits in groups
-    (:func:`matrix_groups`), each scenario's runs of the whole group together; a group's
-    audits are heard one after another once it has been served. With ``jobs`` > 1 the
-    groups go to worker processes (``run.parallel``, capped at the CPUs this process may
-    use), each worker serving one group at a time on its own engine; the rows are the same,
-    in the same order."""
-    if config.engine.name != "reference":
-        raise InputError(
-            "the detection matrix injects defects into the reference engine only",
-            hint="set engine.name: reference",
-        )
-    listed = config.engine.options.get("defects")
-    if listed:
-        raise InputError(
-            "the detection matrix injects one defect at a time; model.yaml already lists "
-            f"defects: {', '.join(listed)}",
-            hint="remove engine.options.defects from model.yaml",
-        )
-    audits: list[str | None] = [None, *defects]
-    if jobs > 1 and (on_defect is not None or on_event is not None):
-        raise ValueError("on_defect and on_event follow audits in this process: jobs=1")
-    workers = workers_for(jobs, len(audits)) if jobs > 1 else 1
-    if workers > 1:
-        rows = run_matrix_jobs(
-            config,
-            base_dir,
-            matrix_groups(audits, workers),
-            scenario_filter=scenario_filter,
-            jobs=jobs,
-            on_row=on_row,
-        )
-        return MatrixResult(contract=config.engine.contract, rows=tuple(rows))
-    adapter: EngineAdapter = create_adapter(base_settings(config, base_dir))
-    rows = []
-    try:
-        for group in matrix_groups(audits, 1):
-            rows += matrix_rows(
-                config,
-                base_dir,
-                group,
-                adapter,
-                scenario_filter=scenario_filter,
-                on_defect=on_defect,
-                on_event=on_event,
-                on_row=on_row,
-            )
-    finally:
-        adapter.close()
-    return MatrixResult(contract=config.engine.contract, rows=tuple(rows))
 
 
 def matrix_groups(audits: Sequence[str | None], workers: int) -> list[list[str | None]]:
@@ -323,3 +258,19 @@ def matrix_row(
         # The audit stopped at a signal and kept what finished: no row can stand for it.
         raise AuditInterrupted(result.interrupted)
     return _row(defect, result)
+
+
+@dataclass(frozen=True)
+class MatrixTask:
+    """A group of the matrix's audits as a task for ``run.parallel.run_engine_tasks``:
+    ``task(engine, defects)`` gives their rows. A frozen dataclass of this module, so a
+    worker unpickles it without importing the workflow that sent it."""
+
+    config: AuditConfig
+    base_dir: Path
+    scenario_filter: tuple[str, ...] | None = None
+
+    def __call__(self, engine: EngineAdapter, defects: Sequence[str | None]) -> list[MatrixRow]:
+        return matrix_rows(
+            self.config, self.base_dir, defects, engine, scenario_filter=self.scenario_filter
+        )

@@ -42,7 +42,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import reduction
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from specseed.core.errors import AuditInterrupted, EngineError, InputError, ScenarioError
 from specseed.engine_adapters.base import EngineAdapter, EngineSettings, plain_environment
@@ -62,6 +62,9 @@ from specseed.run.results import (
 from specseed.scenarios.schema import AuditConfig
 from specseed.traces.folder import TraceDir
 from specseed.traces.records import TraceWriter
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -190,7 +193,7 @@ def _raise_interrupt(signum: int, _frame: object) -> None:
 class _ParentState:
     """What a worker takes from the parent at the moment its pool starts, whichever process
     forked it: a forkserver started by an earlier audit of this process holds that audit's
-    environment and descriptor 2 (its engine log, see ``audit.engine_log``). The working
+    environment and descriptor 2 (its engine log, see ``workflows.engine_log``). The working
     directory and ``sys.path`` travel with multiprocessing's own start-up data. Module-level
     values read at import (``SPECSEED_LINEAR``) are the forkserver's.
 
@@ -317,15 +320,13 @@ def _serve(task: tuple[int, PlannedScenario]) -> tuple[int, ScenarioResult, dict
     return index, result, plain_environment(engine.environment())
 
 
-def _matrix_rows(task: tuple[list[str | None], Path, tuple[str, ...] | None]) -> Any:
-    """One group of the detection matrix's audits on this worker's engine (``run.matrix``)."""
-    from specseed.run.matrix import matrix_rows
-
-    defects, base_dir, scenario_filter = task
+def _engine_task(task: tuple[Callable[[EngineAdapter, Any], Any], Any]) -> Any:
+    """One task of :func:`run_engine_tasks` on this worker's engine: ``work(engine, item)``.
+    ``work`` pickles by reference, so it must live at or below this layer (the detection
+    matrix's is ``run.matrix.MatrixTask``)."""
+    work, item = task
     with _serving_task():
-        return matrix_rows(
-            _worker["config"], base_dir, defects, _engine(), scenario_filter=scenario_filter
-        )
+        return work(_engine(), item)
 
 
 @contextlib.contextmanager
@@ -510,49 +511,45 @@ def run_audit_jobs(
     )
 
 
-def run_matrix_jobs(
+def run_engine_tasks(
     config: AuditConfig,
-    base_dir: Path,
-    groups: Sequence[Sequence[str | None]],
+    settings: EngineSettings,
+    work: Callable[[EngineAdapter, T], R],
+    items: Sequence[T],
     *,
-    scenario_filter: Sequence[str] | None,
     jobs: int,
-    on_row: Callable[[Any], None] | None = None,
-) -> list[Any]:
-    """The detection matrix's audits (one per defect of ``groups``, None for no defect) in
-    ``jobs`` worker processes, each serving one group at a time on an engine of its own
-    (``run.matrix.matrix_rows``); returns their ``MatrixRow`` objects in the order of the
-    groups. ``on_row`` hears each row once its group has been served. A worker that dies is
-    ``EngineError``; Ctrl-C stops the workers and raises ``KeyboardInterrupt``."""
-    from specseed.plan.planning import base_settings
-
-    workers = workers_for(jobs, len(groups))
+    on_result: Callable[[R], None] | None = None,
+    doing: str = "serving",
+    in_flight: Callable[[list[T]], str] = lambda items: f"{len(items)} tasks in flight",
+) -> list[R]:
+    """``work(engine, item)`` for each of ``items`` in ``jobs`` worker processes, each on an
+    engine of its own built from ``settings``; returns the results in the order of
+    ``items``. ``work`` must pickle (a module-level function or a frozen dataclass of this
+    layer or below). ``on_result`` hears each result once its item has been served. A worker
+    that dies is ``EngineError`` (saying what it was ``doing`` and, through ``in_flight``,
+    which items were lost); Ctrl-C stops the workers and raises ``KeyboardInterrupt``."""
+    workers = workers_for(jobs, len(items))
     context = _context()
     lifeline = _Lifeline()
-    settings = base_settings(config, base_dir)
     executor = _start_pool(
         workers, context, config, settings, None, None, context.SimpleQueue(), lifeline
     )
-    filtered = tuple(scenario_filter) if scenario_filter else None
-    pending: dict[Future[Any], int] = {}
-    rows: dict[int, list[Any]] = {}
+    pending: dict[Future[R], int] = {}
+    results: dict[int, R] = {}
     try:
-        for index, group in enumerate(groups):
-            pending[executor.submit(_matrix_rows, (list(group), base_dir, filtered))] = index
+        for index, item in enumerate(items):
+            pending[executor.submit(_engine_task, (work, item))] = index
         while pending:
             ready, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in ready:
                 index = pending.pop(future)
-                rows[index] = future.result()
-                if on_row is not None:
-                    for row in rows[index]:
-                        on_row(row)
+                results[index] = future.result()
+                if on_result is not None:
+                    on_result(results[index])
     except BrokenProcessPool:
-        lost = ", ".join(
-            str(defect or "(none)") for i in sorted(pending.values()) for defect in groups[i]
-        )
+        lost = in_flight([items[i] for i in sorted(pending.values())])
         raise EngineError(
-            f"a worker process died while auditing the matrix (defects in flight: {lost}), "
+            f"a worker process died while {doing} ({lost}), "
             "killed without a word, as the out-of-memory killer does",
             hint="use fewer --jobs (each loads its own engine) or give the audit more memory",
         ) from None
@@ -561,4 +558,4 @@ def run_matrix_jobs(
         raise
     finally:
         _end_pool(executor, lifeline)
-    return [row for i in range(len(groups)) for row in rows[i]]
+    return [results[i] for i in range(len(items))]

@@ -1,7 +1,7 @@
 """What an audit produces, and the events emitted while producing it.
 
 The runner emits the progress events (:class:`AuditStarted` to :class:`ScenarioChecked`) and
-returns an :class:`AuditResult`; the audit object (``specseed.audit``) adds the events of its
+returns an :class:`AuditResult`; the audit object (``specseed.workflows.audit``) adds the events of its
 end (:class:`AuditSkipped`, :class:`AuditInterruptedEvent`, :class:`OutputFailed`,
 :class:`AuditFinished`) to the same stream. Reporters (``specseed.reporting``) consume both
 and never decide a verdict themselves.

@@ -7,10 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from specseed.audit.audit import Audit, AuditOutcome
-from specseed.audit.exit_codes import EXIT_OK, EXIT_OUTPUT, EXIT_VIOLATION
-from specseed.audit.outputs import AuditOutputs
 from specseed.core.errors import InputError
+from specseed.plan.resolve import resolve_audit
 from specseed.run.results import (
     AuditEvent,
     AuditFinished,
@@ -22,6 +20,9 @@ from specseed.run.results import (
     ScenarioChecked,
 )
 from specseed.scenarios.schema import AuditConfig, EngineConfig
+from specseed.workflows.audit import Audit, AuditOutcome
+from specseed.workflows.exit_codes import EXIT_OK, EXIT_OUTPUT, EXIT_VIOLATION
+from specseed.workflows.outputs import AuditOutputs
 
 SCENARIO = "batch-position"
 
@@ -36,7 +37,7 @@ def run(
     audit_config: AuditConfig, outputs: AuditOutputs | None = None
 ) -> tuple[AuditOutcome, list[AuditEvent]]:
     events: list[AuditEvent] = []
-    audit = Audit.from_config(audit_config, Path.cwd(), outputs, on_event=events.append)
+    audit = Audit(resolve_audit(audit_config, base_dir=Path.cwd()), outputs, on_event=events.append)
     return audit.run(), events
 
 
@@ -74,7 +75,9 @@ def test_an_unwritable_report_is_an_event_and_exit_5(tmp_path: Path) -> None:
             folder.rmdir()
             folder.write_text("")
 
-    audit = Audit.from_config(config(), Path.cwd(), AuditOutputs(json=report), on_event=on_event)
+    audit = Audit(
+        resolve_audit(config(), base_dir=Path.cwd()), AuditOutputs(json=report), on_event=on_event
+    )
     outcome = audit.run()
     assert outcome.exit_code == EXIT_OUTPUT
     assert outcome.result is not None and outcome.result.verdict == "pass"
@@ -89,8 +92,10 @@ def test_an_unwritable_report_is_refused_before_anything_runs(tmp_path: Path) ->
     events: list[AuditEvent] = []
     folder = tmp_path / "a-file"
     folder.write_text("")
-    audit = Audit.from_config(
-        config(), Path.cwd(), AuditOutputs(json=folder / "r.json"), on_event=events.append
+    audit = Audit(
+        resolve_audit(config(), base_dir=Path.cwd()),
+        AuditOutputs(json=folder / "r.json"),
+        on_event=events.append,
     )
     with pytest.raises(InputError, match=r"cannot write the JSON report .* is not a folder"):
         audit.run()
@@ -98,15 +103,17 @@ def test_an_unwritable_report_is_refused_before_anything_runs(tmp_path: Path) ->
 
 
 def test_an_unknown_scenario_is_refused_with_the_cli_text() -> None:
-    audit = Audit.from_config(config(), Path.cwd(), AuditOutputs(scenarios=("nope",)))
+    audit = Audit(resolve_audit(config(), base_dir=Path.cwd()), AuditOutputs(scenarios=("nope",)))
     with pytest.raises(InputError, match="--scenario nope: not among this audit's scenarios"):
         audit.run()
 
 
 def test_an_empty_shard_runs_nothing_and_says_so() -> None:
     events: list[AuditEvent] = []
-    audit = Audit.from_config(
-        config(), Path.cwd(), AuditOutputs(shard=(2, 2)), on_event=events.append
+    audit = Audit(
+        resolve_audit(config(), base_dir=Path.cwd()),
+        AuditOutputs(shard=(2, 2)),
+        on_event=events.append,
     )
     outcome = audit.run()
     assert outcome == AuditOutcome(None, EXIT_OK)
@@ -127,11 +134,11 @@ def test_a_given_engine_is_used_instead_of_loading_one() -> None:
         return start_run(plan)
 
     adapter.start_run = counting  # type: ignore[method-assign]
-    audit = Audit.from_config(audit_config, Path.cwd(), adapter=adapter)
+    audit = Audit(resolve_audit(audit_config, base_dir=Path.cwd()), adapter=adapter)
     assert audit.run().exit_code == EXIT_OK
     assert served
 
 
 def test_an_engine_given_serves_one_process() -> None:
     with pytest.raises(InputError, match="one process"):
-        Audit.from_config(config(), Path.cwd(), AuditOutputs(jobs=2), adapter=object())  # type: ignore[arg-type]
+        Audit(resolve_audit(config(), base_dir=Path.cwd()), AuditOutputs(jobs=2), adapter=object())  # type: ignore[arg-type]

@@ -5,29 +5,41 @@ request dropped, prior traffic and warmup removed or halved, every request's max
 halved, arrivals removed), audit it on the same engine, and keep it when the same finding
 still fails: the same check, naming the same suspect defect. Passes repeat until nothing
 shrinks or the audit budget is spent. Every candidate costs one audit of one scenario (its
-runs only); candidates that do not validate cost nothing.
+runs only); candidates that do not validate cost nothing. Every candidate runs on one
+engine, loaded once through an ``EngineSession``.
+
+``minimize`` is the search; ``Minimize`` is ``specseed minimize``: which scenario and finding
+to keep (from a bundle's recorded findings or a model.yaml), the search, and where the
+minimal scenario is written; ``minimize_for_report`` is what ``specseed report`` does before
+it writes an issue body.
 """
 
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import ValidationError
+from rich.markup import escape
 
 from specseed.checks.findings import FAILING, Finding
 from specseed.core.errors import InputError, SpecseedError
 from specseed.core.wording import plural
 from specseed.engine_adapters.base import EngineAdapter, EngineSettings
 from specseed.plan.planning import base_settings, plan_scenario
-from specseed.run.execute import create_adapter, run_audit
 from specseed.run.results import AuditResult
 from specseed.scenarios.loader import LoadedScenario
 from specseed.scenarios.schema import AuditConfig, Scenario
+from specseed.workflows.base import Workflow
+from specseed.workflows.session import EngineSession
+
+if TYPE_CHECKING:
+    from specseed.bundle.format import Bundle
 
 DEFAULT_MAX_AUDITS = 60
 AUTO_MINIMIZE_TOKENS = 2000
@@ -291,12 +303,12 @@ def _audit(
     config: AuditConfig,
     scenario: Scenario,
     base_dir: Path,
-    adapter: EngineAdapter,
+    session: EngineSession,
     base: EngineSettings,
 ) -> AuditResult | None:
     planned = [plan_scenario(LoadedScenario(scenario, "minimize"), base)]
     try:
-        return run_audit(config, planned, base_dir, adapter=adapter)
+        return session.run(config, planned, base_dir)
     except SpecseedError:  # the engine refuses the candidate: not a reproduction
         return None
 
@@ -310,68 +322,77 @@ def minimize(
     max_audits: int = DEFAULT_MAX_AUDITS,
     adapter: EngineAdapter | None = None,
     on_step: Callable[[int, str, bool], None] | None = None,
+    session: EngineSession | None = None,
 ) -> MinimizeResult:
     """Shrink ``scenario`` while ``target`` (default: its first failing finding) still fails.
 
-    ``on_step(audits, description, kept)`` is called after every audited candidate. Raises
-    ``InputError`` when the scenario does not fail to begin with.
+    ``on_step(audits, description, kept)`` is called after every audited candidate. Every
+    candidate runs on ``session``'s engine (default: a session of its own, on ``adapter``
+    when given). Raises ``InputError`` when the scenario does not fail to begin with.
     """
     # Resolved once: every candidate is audited with the same engine settings.
     base = base_settings(config, base_dir)
-    engine = adapter or create_adapter(base)
-    try:
-        first = _audit(config, scenario, base_dir, engine, base)
-        audits = 1
-        failing = [f for f in (first.findings if first else []) if f.status in FAILING]
-        if target is None:
-            if not failing:
-                raise InputError(
-                    f"scenario {scenario.name} does not fail on this engine: nothing to minimize"
-                )
-            target = target_of(_clearest(failing))
-        elif not any(target.matches(f) for f in failing):
-            raise InputError(
-                f"scenario {scenario.name}: {target.describe()} does not fail on this engine: "
-                "nothing to minimize"
+    if session is None:
+        with EngineSession(base, adapter=adapter) as own:
+            return minimize(
+                config,
+                scenario,
+                base_dir,
+                target=target,
+                max_audits=max_audits,
+                on_step=on_step,
+                session=own,
             )
-        evidence = next(f for f in failing if target.matches(f))
-        current = scenario.model_dump(mode="json", exclude_unset=True)
-        steps: list[str] = []
-        refused: set[str] = set()
-        """Structural cuts that lost the finding once; not tried again on smaller variants."""
-        changed = True
-        while changed and audits < max_audits:
-            changed = False
-            for description, candidate in _candidates(current, target, evidence):
-                if audits >= max_audits:
-                    break
-                if candidate is None or description in refused:
-                    continue
-                try:
-                    parsed = Scenario.model_validate(candidate)
-                except ValidationError:
-                    continue
-                if target.comparison and not any(e.check == target.check for e in parsed.expect):
-                    continue
-                result = _audit(config, parsed, base_dir, engine, base)
-                audits += 1
-                match = next(
-                    (f for f in (result.findings if result else []) if target.matches(f)), None
-                )
-                kept = match is not None
-                if on_step is not None:
-                    on_step(audits, description, kept)
-                if not kept and description.startswith(("drop", "keep only", "max_tokens cut")):
-                    refused.add(description)
-                if match is not None:
-                    evidence = match
-                    current = parsed.model_dump(mode="json", exclude_unset=True)
-                    steps.append(description)
-                    changed = True
-                    break  # restart from the biggest cuts on the smaller scenario
-    finally:
-        if adapter is None:
-            engine.close()
+    session.engine()  # loaded before the search: an engine that cannot run is EngineError
+    first = _audit(config, scenario, base_dir, session, base)
+    audits = 1
+    failing = [f for f in (first.findings if first else []) if f.status in FAILING]
+    if target is None:
+        if not failing:
+            raise InputError(
+                f"scenario {scenario.name} does not fail on this engine: nothing to minimize"
+            )
+        target = target_of(_clearest(failing))
+    elif not any(target.matches(f) for f in failing):
+        raise InputError(
+            f"scenario {scenario.name}: {target.describe()} does not fail on this engine: "
+            "nothing to minimize"
+        )
+    evidence = next(f for f in failing if target.matches(f))
+    current = scenario.model_dump(mode="json", exclude_unset=True)
+    steps: list[str] = []
+    refused: set[str] = set()
+    """Structural cuts that lost the finding once; not tried again on smaller variants."""
+    changed = True
+    while changed and audits < max_audits:
+        changed = False
+        for description, candidate in _candidates(current, target, evidence):
+            if audits >= max_audits:
+                break
+            if candidate is None or description in refused:
+                continue
+            try:
+                parsed = Scenario.model_validate(candidate)
+            except ValidationError:
+                continue
+            if target.comparison and not any(e.check == target.check for e in parsed.expect):
+                continue
+            result = _audit(config, parsed, base_dir, session, base)
+            audits += 1
+            match = next(
+                (f for f in (result.findings if result else []) if target.matches(f)), None
+            )
+            kept = match is not None
+            if on_step is not None:
+                on_step(audits, description, kept)
+            if not kept and description.startswith(("drop", "keep only", "max_tokens cut")):
+                refused.add(description)
+            if match is not None:
+                evidence = match
+                current = parsed.model_dump(mode="json", exclude_unset=True)
+                steps.append(description)
+                changed = True
+                break  # restart from the biggest cuts on the smaller scenario
     return MinimizeResult(
         original=scenario,
         minimal=Scenario.model_validate(redescribed(current, scenario, target)),
@@ -401,3 +422,218 @@ def _clearest(failing: list[Finding]) -> Finding:
     with_diffs = [f for f in failing if f.diffs and f.suspects]
     with_suspects = [f for f in failing if f.suspects]
     return (with_diffs or with_suspects or failing)[0]
+
+
+# -- the workflows ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MinimizeOutcome:
+    """What ``Minimize.run`` returns."""
+
+    scenario: str
+    """The scenario shrunk."""
+    result: MinimizeResult
+    written: tuple[Path, ...]
+    """The files the minimal scenario was written to (none when it went to stdout)."""
+    exit_code: int = 0
+
+
+class Minimize(Workflow):
+    """``specseed minimize``: shrink a failing scenario of a bundle (keeping the finding
+    ``specseed report`` leads with) or of a model.yaml, and write the smallest.
+
+    ``target``: a bundle folder or a model.yaml. ``scenario``, ``check``: which scenario and
+    which check to keep failing (defaults: the first failing, the clearest finding).
+    ``output``: where to write it (``-``: stdout; default: the bundle's
+    ``<scenario>/minimal.yaml``, or ``<scenario>.min.yaml`` for a model.yaml).
+    ``engine_from_bundle``: consent to run an engine the bundle names. ``terminal``: print
+    each audited candidate and the summary.
+    """
+
+    def __init__(
+        self,
+        target: Path,
+        *,
+        scenario: str | None = None,
+        check: str | None = None,
+        output: Path | None = None,
+        max_audits: int = DEFAULT_MAX_AUDITS,
+        engine_from_bundle: bool = False,
+        terminal: bool = False,
+        adapter: EngineAdapter | None = None,
+    ) -> None:
+        from specseed.workflows.outputs import AuditOutputs
+
+        super().__init__(AuditOutputs(terminal=terminal))
+        self.target = target
+        self.scenario = scenario
+        self.check = check
+        self.output = output
+        self.max_audits = max_audits
+        self.engine_from_bundle = engine_from_bundle
+        self.adapter = adapter
+
+    def _note(self, text: str) -> None:
+        consoles = self.consoles()
+        if consoles is not None:
+            consoles[1].print(text)
+
+    def _write(self, path: Path, text: str) -> None:
+        if str(path) == "-":
+            from specseed.core.secrets import scrub_text
+
+            sys.stdout.write(scrub_text(text, by_name=False))  # the file writer scrubs the same
+            return
+        from specseed.core.files import write_output
+
+        write_output(path, text, "output")  # OutputError (exit 5) when it cannot be written
+        self._note(f"wrote {escape(str(path))}")
+
+    def run(self) -> MinimizeOutcome:
+        """Choose, shrink, write. ``InputError`` for an unwritable output, an unknown
+        scenario or check, a scenario that does not fail, or an engine the bundle names
+        without consent."""
+        from specseed.bundle.format import read_bundle, recorded_scenarios, write_minimal
+        from specseed.reporting.causes import root_causes
+        from specseed.workflows.consent import engine_consent
+        from specseed.workflows.outputs import check_writable
+
+        check_writable(self.output, "minimal scenario")
+        target, scenario, check_id = self.target, self.scenario, self.check
+        is_bundle = target.is_dir()
+        wanted = None
+        candidates: dict[str, LoadedScenario]
+        if is_bundle:
+            loaded = read_bundle(target)
+            engine_consent(loaded, self.engine_from_bundle, "minimize", self._note)
+            config, base_dir = loaded.config, loaded.root
+            candidates = {s.scenario.name: s for s in recorded_scenarios(loaded)}
+            failing = [
+                f
+                for s in loaded.scenarios
+                for f in (s.findings or ())
+                if f.status in ("fail", "error") and (check_id is None or f.check == check_id)
+            ]
+            if scenario is not None:
+                failing = [f for f in failing if f.scenario == scenario]
+            if failing:
+                # The finding `specseed report` leads with: the clearest of the first cause.
+                wanted = root_causes(failing)[0].lead
+                scenario = wanted.scenario
+        else:
+            from specseed.plan.resolve import resolve_audit
+
+            resolved = resolve_audit(target)
+            config, base_dir = resolved.config, resolved.base_dir
+            candidates = {p.scenario.name: p.loaded for p in resolved.planned}
+        if scenario is None and len(candidates) == 1:
+            # A model.yaml or a bundle of one scenario needs no --scenario.
+            scenario = next(iter(candidates))
+        if scenario is None:
+            raise InputError(
+                "which scenario? pass --scenario NAME",
+                hint=f"scenarios: {', '.join(candidates)}",
+            )
+        if scenario not in candidates:
+            raise InputError(
+                f"--scenario {scenario}: not in {target}",
+                hint=f"scenarios: {', '.join(candidates)}",
+            )
+        chosen = candidates[scenario].scenario
+        goal = target_of(wanted) if wanted is not None else None
+        if goal is None and check_id is not None:
+            from specseed.checks import CHECKS
+
+            if check_id not in CHECKS:
+                raise InputError(f"--check {check_id}: unknown check", hint="see specseed checks")
+            goal = Target(check_id, None, CHECKS[check_id].kind == "comparison")
+
+        def step(audits: int, description: str, kept: bool) -> None:
+            mark = "[green]kept[/]" if kept else "[dim]no[/]"
+            self._note(f"[dim]audit {audits}:[/] {escape(description)}: {mark}")
+
+        with self.session(base_settings(config, base_dir), adapter=self.adapter) as session:
+            result = minimize(
+                config,
+                chosen,
+                base_dir,
+                target=goal,
+                max_audits=self.max_audits,
+                on_step=step,
+                session=session,
+            )
+        text = result.yaml_text(candidates[scenario].source)
+        written: list[Path] = []
+        if self.output is not None:
+            self._write(self.output, text)
+            if str(self.output) != "-":
+                written.append(self.output)
+        if is_bundle:
+            path = write_minimal(target, scenario, text)
+            written.append(path)
+            self._note(f"wrote {path} (specseed report {target} uses it)")
+        elif self.output is None:
+            path = Path(f"{scenario}.min.yaml")
+            self._write(path, text)
+            written.append(path)
+        consoles = self.consoles()
+        if consoles is not None:
+            stop = " (stopped on --max-audits)" if result.budget_spent else ""
+            consoles[0].print(
+                f"minimized {scenario}: {size_of(result.original).text()} -> "
+                f"{size_of(result.minimal).text()} in {result.audits} audits{stop}; "
+                f"{result.target.describe()} still fails"
+            )
+        return MinimizeOutcome(scenario, result, tuple(written))
+
+
+def minimize_for_report(
+    bundle: Bundle,
+    findings: list[Finding],
+    *,
+    forced: bool,
+    engine_from_bundle: bool,
+    say: Callable[[str], None],
+) -> bool:
+    """``specseed report``'s shrinking: the scenario the report leads with, minimized and
+    stored in the bundle when that is worth it and possible here (``forced``: asked for);
+    ``say`` (Rich markup) what happens. True when a minimal scenario was stored."""
+    from specseed.bundle.format import recorded_scenarios, write_minimal
+    from specseed.engine_adapters.registry import get_engine
+    from specseed.reporting.causes import root_causes
+    from specseed.workflows.consent import engine_consent, self_contained
+
+    causes = root_causes(findings)
+    if not causes:
+        return False
+    lead = causes[0].lead
+    item = next((s for s in bundle.scenarios if s.name == lead.scenario), None)
+    if item is None or item.minimal is not None:
+        return False
+    engine = bundle.config.engine.name
+    if forced:
+        engine_consent(bundle, engine_from_bundle, "report --minimize", say)
+    # On its own, report minimizes only on the self-contained reference engine: a bundle's
+    # server, checkpoint or key variable is used only when the user asks for it.
+    local = self_contained(engine) or engine_from_bundle
+    if not forced and (
+        not local or not small_enough(item.scenario) or get_engine(engine).missing_packages()
+    ):
+        say(
+            f"[dim]report: {item.name} not minimized (run specseed minimize "
+            f"{bundle.root} to shrink it)[/]"
+        )
+        return False
+    loaded = next(s for s in recorded_scenarios(bundle) if s.scenario.name == item.name)
+    say(f"[dim]report: minimizing {item.name} on engine {engine}…[/]")
+    try:
+        result = minimize(bundle.config, item.scenario, bundle.root, target=target_of(lead))
+    except SpecseedError as exc:
+        if forced:
+            raise
+        say(f"[yellow]report: could not minimize {item.name}:[/] {escape(exc.message)}")
+        return False
+    write_minimal(bundle.root, item.name, result.yaml_text(loaded.source))
+    say(f"[dim]report: stored {item.name}/minimal.yaml ({result.audits} audits)[/]")
+    return True

@@ -1,23 +1,18 @@
-"""Working from a bundle: re-check its recorded traces (no engine), and replay its scenarios on
-the current engine to compare against the recording."""
+"""Working from a bundle without an engine: re-check its recorded traces, and its recordings
+keyed by scenario and run (what ``diff`` and a replay compare). Replaying its scenarios on an
+engine is ``workflows.replay``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 
-from specseed.bundle.compare import RecordingDiff, compare_recordings
-from specseed.bundle.format import Bundle, recorded_scenarios
+from specseed.bundle.format import Bundle
 from specseed.checks.findings import Finding
 from specseed.core.contracts import contract_names
 from specseed.core.errors import InputError
-from specseed.engine_adapters.base import EngineAdapter
-from specseed.plan.planning import base_settings, plan_scenario
-from specseed.run.execute import evaluate, run_audit
-from specseed.run.results import AuditResult, EventHandler
-from specseed.scenarios.loader import load_audit_config
-from specseed.traces.records import RunTrace, TraceWriter
+from specseed.run.execute import evaluate
+from specseed.run.results import AuditResult
+from specseed.traces.records import RunTrace
 
 
 def _known_contract(name: str) -> str:
@@ -61,46 +56,3 @@ def recheck(bundle: Bundle, contract: str | None = None) -> AuditResult:
 
 def recordings(bundle: Bundle) -> dict[tuple[str, str], RunTrace]:
     return {(s.name, run): trace for s in bundle.scenarios for run, trace in s.traces.items()}
-
-
-@dataclass(frozen=True)
-class ReplayResult:
-    audit: AuditResult
-    """The fresh audit of the bundle's scenarios."""
-    diff: RecordingDiff
-    """The recording (left) against the replay (right)."""
-
-
-def replay(
-    bundle: Bundle,
-    model: Path | None = None,
-    *,
-    on_event: EventHandler | None = None,
-    trace_writer: Callable[[str, str], TraceWriter] | None = None,
-    command: str = "",
-    adapter: EngineAdapter | None = None,
-) -> ReplayResult:
-    """Run the bundle's scenarios on the engine of its model.yaml (or of ``model``: its engine
-    section, not its scenarios) and compare every request with the recording."""
-    if model is not None:
-        config = load_audit_config(model)
-        base_dir = model.parent
-    else:
-        config, base_dir = bundle.config, bundle.root
-    base = base_settings(config, base_dir)
-    planned = [plan_scenario(loaded, base) for loaded in recorded_scenarios(bundle)]
-    audit = run_audit(
-        config,
-        planned,
-        base_dir,
-        on_event=on_event,
-        trace_writer=trace_writer,
-        keep_steps=True,  # the diff against the recording reads every step
-        command=command,
-        adapter=adapter,
-    )
-    fresh = {(s.scenario.name, run): t for s in audit.scenarios for run, t in s.traces.items()}
-    diff = compare_recordings(
-        recordings(bundle), fresh, left_label=str(bundle.root), right_label="replay"
-    )
-    return ReplayResult(audit, diff)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from specseed.audit.engine_log import capture_engine_log
+from specseed.workflows.engine_log import capture_engine_log
 
 
 def test_engine_stderr_and_vllm_logger_go_to_the_file_and_specseed_keeps_the_terminal(

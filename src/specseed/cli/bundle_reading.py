@@ -1,0 +1,200 @@
+"""Commands that read bundles: ``check``, ``report``, ``diff`` (``replay`` and ``minimize``,
+which run an engine, are ``cli/replay.py`` and ``cli/minimize.py``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from specseed.cli.errors import EXIT_OK, EXIT_VIOLATION, error_boundary
+from specseed.core.errors import InputError
+from specseed.core.secrets import SafeConsole
+from specseed.workflows.outputs import check_writable
+
+if TYPE_CHECKING:  # commands import their modules when they run
+    from specseed.checks.findings import Finding
+
+out = SafeConsole()
+err = SafeConsole(stderr=True)
+
+BUNDLE_ARG = typer.Argument(
+    help="A bundle directory (written by `specseed audit --bundle DIR`).",
+    metavar="BUNDLE",
+    show_default=False,
+)
+
+
+def _notes(notes: tuple[str, ...], console: Console) -> None:
+    for note in notes:
+        console.print(f"[yellow]bundle cut short:[/] {escape(note)}")
+
+
+def _write_text(path: Path | None, text: str) -> None:
+    if path is None or str(path) == "-":
+        from specseed.core.secrets import scrub_text
+
+        sys.stdout.write(scrub_text(text, by_name=False))  # the file writer scrubs the same
+        return
+    from specseed.core.files import write_output
+
+    write_output(path, text, "output")  # OutputError (exit 5) when it cannot be written
+    err.print(f"wrote {escape(str(path))}")
+
+
+ENGINE_FROM_BUNDLE = typer.Option(
+    "--engine-from-bundle",
+    help="Run the engine the bundle's model.yaml names (its base_url, API key variable, "
+    "checkpoints), printed first. Without it only the built-in reference engine runs from a "
+    "bundle; give --model for your own.",
+)
+
+
+def check(
+    bundle: Annotated[Path, BUNDLE_ARG],
+    contract: Annotated[
+        str | None,
+        typer.Option(
+            "--contract",
+            help="Hold the engine to this contract (default: the audit's).",
+            metavar="NAME",
+        ),
+    ] = None,
+    json_path: Annotated[
+        Path | None,
+        typer.Option("--json", help="Write the JSON report here ('-' for stdout).", metavar="PATH"),
+    ] = None,
+    summary: Annotated[
+        bool, typer.Option("--summary", help="Print only the verdict table and root causes.")
+    ] = False,
+) -> None:
+    """Re-run the checks on a bundle's recorded traces (no engine, no torch).
+
+    A trace recorded on a GPU box can be examined anywhere, against any
+    contract.
+
+    [bold]Examples[/]
+
+      specseed check bug/
+      specseed check bug/ --contract trtllm-pr17599
+
+    Exit codes: 0 every invariant holds, 1 a violation, 2 not a readable bundle.
+    """
+    from specseed.bundle.format import read_bundle
+    from specseed.bundle.recheck import recheck
+    from specseed.reporting.console import render_report
+    from specseed.reporting.json_report import render_json
+
+    console = SafeConsole(stderr=json_path is not None and str(json_path) == "-")
+    with error_boundary():
+        loaded = read_bundle(bundle)
+        result = recheck(loaded, contract)
+        exit_code = EXIT_VIOLATION if result.verdict == "fail" else EXIT_OK
+        _notes(loaded.notes, console)
+        render_report(result, console, exit_code, summary=summary, command="check")
+        if json_path is not None:
+            _write_text(json_path, render_json(result, exit_code))
+    raise typer.Exit(exit_code)
+
+
+def report(
+    bundle: Annotated[Path, BUNDLE_ARG],
+    fmt: Annotated[
+        str,
+        typer.Option("--format", "-f", help="markdown (an issue body) or json.", metavar="FORMAT"),
+    ] = "markdown",
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write here (default: stdout).")
+    ] = None,
+    shrink: Annotated[
+        bool | None,
+        typer.Option(
+            "--minimize/--no-minimize",
+            help="Shrink the failing scenario first and store the smallest in the bundle "
+            "(default: when the bundle has none yet, the scenario is small and its engine "
+            "runs here).",
+            show_default=False,
+        ),
+    ] = None,
+    engine_from_bundle: Annotated[bool, ENGINE_FROM_BUNDLE] = False,
+) -> None:
+    """Write an issue body from a bundle (Markdown for GitHub, or JSON).
+
+    Title, environment, expected versus observed, the minimal scenario, the
+    first divergence with its token and RNG diffs, the suspects, the
+    reproduce command.
+
+    The minimal scenario is the one `specseed minimize` stored in the
+    bundle; without one, a small failing scenario is minimized first (see
+    `specseed minimize --help` for the cost; --no-minimize skips it).
+
+    [bold]Examples[/]
+
+      specseed report bug/ > issue.md
+      gh issue create --title "$(specseed report bug/ -f json | jq -r .title)" \\
+        --body-file issue.md
+    """
+    from specseed.bundle.format import read_bundle
+    from specseed.bundle.recheck import recheck
+    from specseed.core.text import printable
+    from specseed.reporting.issue import build_issue, render_issue_json, render_markdown
+    from specseed.workflows.minimize import minimize_for_report
+
+    with error_boundary():
+        if fmt not in ("markdown", "json"):
+            raise InputError(f"--format {fmt}: unknown format", hint="markdown or json")
+        check_writable(output, "output")
+        loaded = read_bundle(bundle)
+        rechecked = None
+        findings: list[Finding] = []
+        for item in loaded.scenarios:
+            recorded = item.findings
+            if recorded is None:  # cut short before its checks ran: check what was recorded
+                rechecked = rechecked or recheck(loaded)
+                recorded = tuple(f for f in rechecked.findings if f.scenario == item.name)
+            findings.extend(recorded)
+        if shrink is not False and minimize_for_report(
+            loaded,
+            findings,
+            forced=bool(shrink),
+            engine_from_bundle=engine_from_bundle,
+            say=err.print,
+        ):
+            loaded = read_bundle(bundle)  # with the minimal scenario it stored
+        issue = build_issue(loaded, findings)
+        # Bundle text in the body reaches a terminal or an issue: controls escaped (JSON
+        # escapes its own).
+        text = printable(render_markdown(issue)) if fmt == "markdown" else render_issue_json(issue)
+        _write_text(output, text)
+
+
+def diff(
+    a: Annotated[Path, typer.Argument(help="The first bundle.", metavar="A", show_default=False)],
+    b: Annotated[Path, typer.Argument(help="The second bundle.", metavar="B", show_default=False)],
+    show_all: Annotated[bool, typer.Option("--all", help="List equal requests too.")] = False,
+) -> None:
+    """Compare two bundles request by request; exit 1 when they differ.
+
+    Two engine versions, two machines: each request is equal, diverged at
+    token n, or missing; RNG states side by side where they differ.
+
+    Exit codes: 0 the recordings agree, 1 they differ, 2 not a readable bundle.
+    """
+    from specseed.bundle.compare import compare_recordings
+    from specseed.bundle.format import read_bundle
+    from specseed.bundle.recheck import recordings
+    from specseed.reporting.recording_diff import render_recording_diff
+
+    with error_boundary():
+        left, right = read_bundle(a), read_bundle(b)
+        for label, loaded in (("A", left), ("B", right)):
+            _notes(tuple(f"{label}: {n}" for n in loaded.notes), out)
+        result = compare_recordings(
+            recordings(left), recordings(right), left_label=str(a), right_label=str(b)
+        )
+        render_recording_diff(result, out, show_all=show_all)
+    raise typer.Exit(EXIT_VIOLATION if result.differs else EXIT_OK)

@@ -1,0 +1,253 @@
+"""Replaying a bundle: its scenarios run again on an engine (the bundle's, or another
+model.yaml's) and every request compared with the recording.
+
+``replay`` is the work (the scenarios served on one engine session, the recordings
+compared); ``Replay`` is ``specseed replay``: a workflow on the shared base, so it locks the
+``--bundle`` folder it writes, records its bundle as it goes, keeps the engine's log in that
+bundle's ``engine.log``, stops on a signal with the bundle saying so (exit 130/143), and
+decides its exit code: 0 the replay reproduces the recording, 1 it differs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from specseed.bundle.compare import RecordingDiff, compare_recordings
+from specseed.core.errors import OutputError
+from specseed.run.results import (
+    AuditFinished,
+    AuditInterruptedEvent,
+    AuditResult,
+    EventHandler,
+)
+from specseed.workflows.base import Interrupts, Workflow
+from specseed.workflows.exit_codes import EXIT_OK, EXIT_SIGNAL, EXIT_VIOLATION
+from specseed.workflows.outputs import AuditOutputs
+from specseed.workflows.session import EngineSession
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from specseed.bundle.format import Bundle
+    from specseed.engine_adapters.base import EngineAdapter
+    from specseed.plan.resolve import ResolvedAudit
+    from specseed.scenarios.schema import AuditConfig
+    from specseed.traces.records import TraceWriter
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    audit: AuditResult
+    """The fresh audit of the bundle's scenarios."""
+    diff: RecordingDiff
+    """The recording (left) against the replay (right)."""
+
+
+@dataclass(frozen=True)
+class ReplayOutcome:
+    """What ``Replay.run`` returns."""
+
+    result: ReplayResult | None
+    """None when a signal came before any scenario ran."""
+    exit_code: int
+
+
+def _engine_of(bundle: Bundle, engine: ResolvedAudit | None) -> tuple[AuditConfig, Path]:
+    """The config and folder the replay's engine comes from: ``engine``'s (its engine
+    section; its scenarios are ignored), else the bundle's."""
+    if engine is not None:
+        return engine.config, engine.base_dir
+    return bundle.config, bundle.root
+
+
+def replay(
+    bundle: Bundle,
+    engine: ResolvedAudit | None = None,
+    *,
+    on_event: EventHandler | None = None,
+    trace_writer: Callable[[str, str], TraceWriter] | None = None,
+    command: str = "",
+    adapter: EngineAdapter | None = None,
+    session: EngineSession | None = None,
+) -> ReplayResult:
+    """Run the bundle's scenarios on the engine of its model.yaml (or of ``engine``: its
+    engine section, not its scenarios) and compare every request with the recording. The
+    engine is ``session``'s, else ``adapter``, else one loaded for the replay."""
+    from specseed.bundle.format import recorded_scenarios
+    from specseed.bundle.recheck import recordings
+    from specseed.plan.planning import base_settings, plan_scenario
+
+    config, base_dir = _engine_of(bundle, engine)
+    base = base_settings(config, base_dir)
+    if session is None:
+        with EngineSession(base, adapter=adapter) as own:
+            return replay(
+                bundle,
+                engine,
+                on_event=on_event,
+                trace_writer=trace_writer,
+                command=command,
+                session=own,
+            )
+    planned = [plan_scenario(loaded, base) for loaded in recorded_scenarios(bundle)]
+    audit = session.run(
+        config,
+        planned,
+        base_dir,
+        on_event=on_event,
+        trace_writer=trace_writer,
+        keep_steps=True,  # the diff against the recording reads every step
+        command=command,
+    )
+    fresh = {(s.scenario.name, run): t for s in audit.scenarios for run, t in s.traces.items()}
+    diff = compare_recordings(
+        recordings(bundle), fresh, left_label=str(bundle.root), right_label="replay"
+    )
+    return ReplayResult(audit, diff)
+
+
+def _recorded_code(result: AuditResult, _problems: int = 0) -> int:
+    """The exit code a replay's bundle records: the fresh audit's verdict, or the signal
+    that stopped it."""
+    if result.interrupted:
+        return EXIT_SIGNAL.get(result.interrupted, EXIT_SIGNAL["SIGINT"])
+    return EXIT_VIOLATION if result.verdict == "fail" else EXIT_OK
+
+
+class Replay(Workflow):
+    """``specseed replay``: a bundle's scenarios on an engine, against the recording.
+
+    ``bundle``: the bundle's folder. ``model``: a model.yaml (or what ``resolve_audit`` made
+    of one) whose engine to use instead of the bundle's. ``engine_from_bundle``: the user's
+    consent to run an engine the bundle names (``consent.engine_consent``). ``outputs``:
+    ``bundle`` (and ``force``) to record the replay as a bundle, ``terminal`` to print the
+    report and the diff (``show_all``: equal requests too), ``argv`` for the manifest.
+    """
+
+    def __init__(
+        self,
+        bundle: Path,
+        outputs: AuditOutputs | None = None,
+        *,
+        model: Path | ResolvedAudit | None = None,
+        engine_from_bundle: bool = False,
+        show_all: bool = False,
+        adapter: EngineAdapter | None = None,
+        on_event: EventHandler | None = None,
+    ) -> None:
+        super().__init__(outputs, on_event)
+        self.path = bundle
+        self.model = model
+        self.engine_from_bundle = engine_from_bundle
+        self.show_all = show_all
+        self.adapter = adapter
+
+    def _say(self, text: str) -> None:
+        consoles = self.consoles()
+        if consoles is not None:
+            consoles[1].print(text)
+
+    def run(self, *, interrupts: Interrupts | None = None) -> ReplayOutcome:
+        """Replay, record, render; returns the result and the exit code. Raises
+        ``InputError`` before anything runs (an unwritable or busy ``--bundle`` folder, not a
+        bundle, an engine the bundle names without consent), ``EngineError`` when the engine
+        cannot run, and ``OutputError`` (after the report is printed) when the recorded
+        bundle misses a file."""
+        from specseed.bundle.format import read_bundle, recorded_scenarios
+        from specseed.plan.planning import base_settings
+        from specseed.workflows.consent import engine_consent
+
+        self.check_outputs()
+        loaded = read_bundle(self.path)
+        consoles = self.consoles()
+        if consoles is not None:
+            for note in loaded.notes:
+                consoles[0].print(f"[yellow]bundle cut short:[/] {_escape(note)}")
+        if self.model is None:
+            engine_consent(loaded, self.engine_from_bundle, "replay", self._say)
+        scenarios = [(s, [r.name for r in s.scenario.runs]) for s in recorded_scenarios(loaded)]
+        with self.bundle(loaded.config, scenarios, loaded.root) as writer:
+            engine = self._resolved_model()
+            config, base_dir = _engine_of(loaded, engine)
+            guard = self.guard(interrupts)
+            with guard:
+                try:
+                    with self.session(
+                        base_settings(config, base_dir), adapter=self.adapter, guard=guard
+                    ) as session:
+                        result = replay(
+                            loaded,
+                            engine,
+                            on_event=self.emit,
+                            trace_writer=writer.trace_writer if writer is not None else None,
+                            command=self.outputs.command,
+                            session=session,
+                        )
+                except KeyboardInterrupt:
+                    guard.defer()
+                    name = guard.received or "SIGINT"
+                    code = EXIT_SIGNAL[name]
+                    names = tuple(s.name for s in loaded.scenarios)
+                    self.emit(AuditInterruptedEvent(name, 0, names, reported=False))
+                    self.emit(AuditFinished(None, code, self.outputs.bundle))
+                    return ReplayOutcome(None, code)
+                guard.defer()
+                code = self._finish(result, guard.received)
+        return ReplayOutcome(result, code)
+
+    def _resolved_model(self) -> ResolvedAudit | None:
+        if self.model is None or not isinstance(self.model, Path):
+            return self.model
+        from specseed.plan.resolve import resolve_audit
+
+        return resolve_audit(self.model)
+
+    def _finish(self, result: ReplayResult, received: str | None) -> int:
+        """The bundle's manifest, then the report and the diff on the terminal; the exit
+        code (``OutputError`` after the report when the bundle misses a file)."""
+        audit = result.audit
+        if audit.interrupted:
+            finished = len(audit.scenarios)
+            self.emit(AuditInterruptedEvent(audit.interrupted, finished, audit.unfinished, True))
+        recorded = _recorded_code(audit)
+        unwritten: OutputError | None = None
+        for document in self.documents():  # the bundle's manifest (a replay writes no report)
+            try:
+                document.finish(audit, recorded)
+            except OutputError as exc:  # the result is printed first, then exit 5
+                unwritten = exc
+        consoles = self.consoles()
+        if consoles is not None:
+            out = consoles[0]
+
+            def render() -> None:
+                from specseed.reporting.console import render_report
+                from specseed.reporting.recording_diff import render_recording_diff
+
+                render_report(audit, out, recorded, summary=True, command="replay")
+                out.print()
+                out.print("[bold]Replay against the recording[/] (A = recording, B = replay):")
+                render_recording_diff(result.diff, out, show_all=self.show_all)
+
+            self.flush_terminal(render)
+        if audit.interrupted:
+            code = _recorded_code(audit)
+        elif received:  # came while the report was written
+            code = EXIT_SIGNAL[received]
+        else:
+            code = EXIT_VIOLATION if result.diff.differs else EXIT_OK
+        self.emit(AuditFinished(audit, code, self.outputs.bundle))
+        if unwritten is not None:
+            raise unwritten
+        return code
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+__all__ = ["Replay", "ReplayOutcome", "ReplayResult", "replay"]
