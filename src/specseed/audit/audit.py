@@ -225,14 +225,23 @@ class Audit:
     def check_outputs(self) -> None:
         """``InputError`` for an output that would overwrite an input, share a path, or
         could not be written; nothing is created but the outputs' folders."""
+        from specseed.audit.outputs import report_option
+        from specseed.reporting.formats import get_format
+
         outputs = self.outputs
+        formats = [get_format(name) for name, _ in outputs.reports]
+        for fmt in formats:
+            fmt.load()  # a plugin that cannot render is refused before anything runs
         check_output_paths(
-            {"--json": outputs.json, "--junit": outputs.junit, "--engine-log": outputs.engine_log},
+            [
+                *((report_option(name), path) for name, path in outputs.reports),
+                ("--engine-log", outputs.engine_log),
+            ],
             self._inputs(),
         )
-        check_writable(outputs.json, "JSON report")
+        for fmt, (_, path) in zip(formats, outputs.reports, strict=True):
+            check_writable(path, fmt.what)
         check_writable(outputs.engine_log, "engine log")
-        check_writable(outputs.junit, "JUnit report")
         check_writable(outputs.bundle, "bundle", directory=True)
         check_bundle_folder(outputs.bundle, force=outputs.force)
 
@@ -405,20 +414,18 @@ class Audit:
             folder.release()
 
     def _documents(self) -> list[Reporter]:
-        """The report files. JUnit first: the JSON report states the exit code, which a failed
-        write changes."""
-        from specseed.reporting.json_report import JsonReporter
-        from specseed.reporting.junit import JunitReporter
+        """The report files, one per ``--report`` (``--json``, ``--junit``), in the order
+        given, but those stating the exit code (JSON) after the others: a failed write
+        changes the code."""
+        from specseed.reporting.base import Sink
+        from specseed.reporting.formats import get_format
 
-        documents: list[Reporter] = []
-        junit, json = self.outputs.junit, self.outputs.json
-        if junit is not None:
-            documents.append(
-                JunitReporter(lambda text: write_document(junit, text, "JUnit report"))
-            )
-        if json is not None:
-            documents.append(JsonReporter(lambda text: write_document(json, text, "JSON report")))
-        return documents
+        def sink(path: Path, what: str) -> Sink:
+            return lambda text: write_document(path, text, what)
+
+        chosen = [(get_format(name), path) for name, path in self.outputs.reports]
+        chosen.sort(key=lambda pair: pair[0].states_exit_code)
+        return [fmt.build(sink(path, fmt.what)) for fmt, path in chosen]
 
     def _execute(
         self, planned: Sequence[PlannedScenario], bundle: BundleWriter | None
