@@ -220,8 +220,12 @@ def get_format(name: str) -> OutputFormat:
     known = formats()
     fmt = known.get(name)
     if fmt is None:
-        listed = f"known formats: {', '.join(known)} (specseed formats lists them)"
-        raise InputError(f"unknown output format {name!r}", hint=did_you_mean(name, known, listed))
+        listed = f"formats: {', '.join(known)} (specseed formats lists them)"
+        close = did_you_mean(name, known, "")
+        raise InputError(
+            f"unknown output format {name!r}",
+            hint=f"{close} Known {listed}" if close else f"known {listed}",
+        )
     if fmt.problem:
         raise InputError(f"output format {name}: {fmt.problem}", hint=_fix(fmt))
     return fmt
