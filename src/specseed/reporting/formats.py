@@ -13,12 +13,15 @@ is an :class:`OutputFormat` of the same name::
     [project.entry-points."specseed.formats"]
     sarif = "mypackage.sarif:FORMAT"
 
-    # mypackage/sarif.py
-    FORMAT = OutputFormat("sarif", "SARIF 2.1 for code scanning", ".sarif", "mypackage.sarif:render")
+    # mypackage/sarif.py: the whole plugin
+    FORMAT = OutputFormat("sarif", "SARIF for code scanning", ".sarif", "mypackage.sarif:render")
+
+    def render(result: AuditResult, exit_code: int) -> str: ...
 
 A name registered twice (by two packages, or by a package and specseed) is an error, and so is
 a plugin that cannot be loaded: ``specseed formats`` lists the problem, and asking for that
-format says what it is, without a traceback. Formats nobody asks for are never loaded.
+format says what it is, without a traceback. Listing imports each plugin's entry point module
+(where its ``OutputFormat`` lives); a renderer is imported only when its format is asked for.
 """
 
 from __future__ import annotations
