@@ -19,6 +19,7 @@ from specseed.cli.entry import starts_workers
         ["audit", "--jobs", "2"],
         ["audit", "-j", "auto", "--no-progress"],
         ["audit", "--jobs=4", "--json", "out.json", "--junit=report.xml"],
+        ["audit", "--report", "junit=report.xml", "--report=json=-"],
         ["audit", "--summary", "--engine-log", "engine.log", "--bundle", "b", "--force"],
         ["audit", "--matrix"],
         ["audit", "--matrix", "-s", "uptime", "--jobs", "2"],
@@ -41,6 +42,8 @@ def test_an_audit_on_workers_starts_the_server_early(argv: list[str]) -> None:
         ["audit", "--scenario=uptime", "--scenario", "warmup"],
         ["audit", "--shard", "1/2"],
         ["audit", "--json"],  # a missing value: the command says so
+        ["audit", "--report"],
+        ["audit", "--report", "json=-", "-s", "uptime"],
         ["audit", "--jobs"],
         ["audit", "--help"],
         ["audit", "-j1"],  # a form this does not read: left to the command

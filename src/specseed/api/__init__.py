@@ -221,6 +221,7 @@ def audit(
     bundle: str | Path | None = None,
     json: str | Path | None = None,
     junit: str | Path | None = None,
+    reports: Mapping[str, str | Path] | None = None,
     terminal: bool = False,
     base_dir: str | Path | None = None,
     on_event: Any = None,
@@ -233,7 +234,9 @@ def audit(
     adapter serves), or a server URL (the config's
     engine becomes ``openai`` at that URL). ``scenarios``: only these, by name. ``checks``:
     only these check ids (the others are reported as skip). ``bundle``, ``json``, ``junit``:
-    files to write, as the CLI's flags. ``terminal``: print the Rich report. ``on_event``:
+    files to write, as the CLI's flags. ``reports``: more report files by format, as
+    ``--report FORMAT=PATH`` (``{"junit": "junit.xml"}``; ``json=`` and ``junit=`` are the
+    same as ``reports={"json": ...}`` and ``{"junit": ...}``). ``terminal``: print the Rich report. ``on_event``:
     called with every ``AuditEvent``, the last being ``AuditFinished``.
     """
     from specseed.plan.resolve import ResolvedAudit, resolve_audit
@@ -288,6 +291,7 @@ def audit(
     outputs = AuditOutputs(
         json=Path(json) if json is not None else None,
         junit=Path(junit) if junit is not None else None,
+        reports=tuple((name, Path(path)) for name, path in (reports or {}).items()),
         bundle=Path(bundle) if bundle is not None else None,
         terminal=terminal,
         progress=False,

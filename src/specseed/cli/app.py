@@ -18,7 +18,7 @@ from specseed.cli import bundle_reading, minimize, replay, rng, scenarios
 from specseed.cli.audit import AUDIT_HELP, audit
 from specseed.cli.checkpoint import make_checkpoint
 from specseed.cli.doctor import doctor
-from specseed.cli.misc import checks, contracts, engines, init, schema
+from specseed.cli.misc import checks, contracts, engines, formats, init, schema
 from specseed.cli.serve import SERVE_HELP, serve
 
 
@@ -89,6 +89,7 @@ app.command("schema")(schema)
 app.command("checks")(checks)
 app.command("contracts")(contracts)
 app.command("engines")(engines)
+app.command("formats")(formats)
 app.command("doctor")(doctor)
 app.command("make-checkpoint")(make_checkpoint)
 app.add_typer(rng.app, name="rng", help="Inspect curand Philox streams (seed, subsequence, offset)")

@@ -24,6 +24,7 @@ scenario library.
 
   specseed audit
   specseed audit model.yaml --json report.json --junit junit.xml
+  specseed audit model.yaml --report junit=junit.xml --report json=-
   specseed audit model.yaml --scenario uptime --bundle bug/
   specseed report bug/ > issue.md
   specseed audit --matrix
@@ -50,6 +51,17 @@ def audit(
     ] = None,
     junit_path: Annotated[
         Path | None, typer.Option("--junit", help="Write JUnit XML here.", metavar="PATH")
+    ] = None,
+    report: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--report",
+            help="Write a report in FORMAT to PATH ('-' for stdout); repeatable. FORMAT: json "
+            "(as --json), junit (as --junit), or one another package adds (specseed formats "
+            "lists them). Example: --report junit=junit.xml",
+            metavar="FORMAT=PATH",
+            show_default=False,
+        ),
     ] = None,
     engine_log: Annotated[
         Path | None,
@@ -155,6 +167,7 @@ def audit(
         start_early()
     from specseed.cli.interrupts import InterruptGuard
     from specseed.plan.resolve import resolve_audit
+    from specseed.reporting.formats import parse_report
     from specseed.run.parallel import parse_jobs, parse_shard
     from specseed.workflows.audit import Audit
     from specseed.workflows.matrix import Matrix
@@ -167,6 +180,7 @@ def audit(
         outputs = AuditOutputs(
             json=json_path,
             junit=junit_path,
+            reports=tuple(parse_report(spec) for spec in report or ()),
             engine_log=engine_log,
             bundle=bundle_dir or trace_dir,
             bundle_flag="--bundle" if bundle_dir is not None else "--trace-dir",

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-_VALUED = frozenset({"--json", "--junit", "--engine-log", "--bundle", "--trace-dir"})
+_VALUED = frozenset({"--json", "--junit", "--report", "--engine-log", "--bundle", "--trace-dir"})
 """``specseed audit`` options that take a value and do not decide where the audit runs."""
 
 _FLAGS = frozenset({"--no-progress", "--summary", "--force"})

@@ -1,4 +1,4 @@
-"""Small commands: ``init``, ``schema``, ``checks``, ``contracts``, ``engines``."""
+"""Small commands: ``init``, ``schema``, ``checks``, ``contracts``, ``engines``, ``formats``."""
 
 from __future__ import annotations
 
@@ -179,3 +179,33 @@ def engines() -> None:
         "per-event RNG state; drafts = draft and acceptance counts; logits = logits "
         "fingerprints. Checks needing what an engine does not observe are skipped.[/]"
     )
+
+
+def formats() -> None:
+    """List the report formats `specseed audit --report FORMAT=PATH` can write.
+
+    Formats from other packages appear through the `specseed.formats` entry point group.
+
+    [bold]Example[/]
+
+      specseed audit model.yaml --report junit=junit.xml
+    """
+    from specseed.audit.outputs import REPORT_ALIASES
+    from specseed.reporting.formats import formats as known_formats
+
+    # One block per format, like `checks`: the summaries are prose.
+    for fmt in known_formats().values():
+        head = Text(fmt.name, style="bold")
+        if fmt.suffix:
+            head.append(f" ({fmt.suffix})")
+        alias = REPORT_ALIASES.get(fmt.name)
+        if alias:
+            head.append(f" · also {alias} PATH", style="dim")
+        if fmt.source != "specseed":
+            head.append(f" · from {fmt.source}", style="dim")
+        out.print(head)
+        if fmt.problem:
+            out.print(Padding(Text(f"unusable: {fmt.problem}", style="red"), (0, 0, 1, 4)))
+        else:
+            out.print(Padding(Text(fmt.summary), (0, 0, 1, 4)))
+    out.print("[dim]'-' as PATH writes to stdout; --report is repeatable.[/]")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
+from specseed.core.errors import OutputError
 from specseed.run.results import AuditEvent, AuditResult
 
 Sink = Callable[[str], None]
@@ -40,3 +41,45 @@ class DocumentReporter(Reporter):
 
     def finish(self, result: AuditResult, exit_code: int) -> None:
         self.sink(self.render(result, exit_code))
+
+
+class FunctionReporter(DocumentReporter):
+    """A document reporter from a plain function ``render(result, exit_code) -> str`` (what
+    an output format may name instead of a class: ``reporting.formats``)."""
+
+    def __init__(self, sink: Sink, render: Callable[[AuditResult, int], str]) -> None:
+        super().__init__(sink)
+        self._render = render
+
+    def render(self, result: AuditResult, exit_code: int) -> str:
+        return self._render(result, exit_code)
+
+
+class GuardedReporter(Reporter):
+    """Another package's reporter, kept from losing the audit: a failure while it follows
+    the events or renders becomes the ``OutputError`` that ``failed`` makes of it, raised
+    from ``finish`` (that document is not written, the audit exits 5, the other documents
+    still are), never a traceback."""
+
+    def __init__(self, inner: Reporter, failed: Callable[[Exception], OutputError]) -> None:
+        self.inner = inner
+        self.failed = failed
+        self._broken: Exception | None = None
+
+    def on_event(self, event: AuditEvent) -> None:
+        if self._broken is not None:
+            return
+        try:
+            self.inner.on_event(event)
+        except Exception as exc:  # its document would be wrong: finish says so
+            self._broken = exc
+
+    def finish(self, result: AuditResult, exit_code: int) -> None:
+        if self._broken is not None:
+            raise self.failed(self._broken)
+        try:
+            self.inner.finish(result, exit_code)
+        except OutputError:
+            raise
+        except Exception as exc:
+            raise self.failed(exc) from None

@@ -100,14 +100,23 @@ class Workflow:
     def check_outputs(self) -> None:
         """``InputError`` for an output that would overwrite an input, share a path, or
         could not be written; nothing is created but the outputs' folders."""
+        from specseed.reporting.formats import get_format
+        from specseed.workflows.outputs import report_option
+
         outputs = self.outputs
+        formats = [get_format(name) for name, _ in outputs.reports]
+        for fmt in formats:
+            fmt.load()  # a plugin that cannot render is refused before anything runs
         check_output_paths(
-            {"--json": outputs.json, "--junit": outputs.junit, "--engine-log": outputs.engine_log},
+            [
+                *((report_option(name), path) for name, path in outputs.reports),
+                ("--engine-log", outputs.engine_log),
+            ],
             self.inputs(),
         )
-        check_writable(outputs.json, "JSON report")
+        for fmt, (_, path) in zip(formats, outputs.reports, strict=True):
+            check_writable(path, fmt.what)
         check_writable(outputs.engine_log, "engine log")
-        check_writable(outputs.junit, "JUnit report")
         check_writable(outputs.bundle, "bundle", directory=True)
         check_bundle_folder(outputs.bundle, force=outputs.force)
 
@@ -130,15 +139,16 @@ class Workflow:
     # -- the terminal ---------------------------------------------------------------------
 
     def consoles(self) -> tuple[Console, Console] | None:
-        """The terminal's consoles (report, notes), when ``terminal`` was asked for. A JSON
-        report on stdout moves the terminal report to stderr."""
+        """The terminal's consoles (report, notes), when ``terminal`` was asked for. A report
+        file on stdout (``--json -``, ``--report FORMAT=-``) moves the terminal report to
+        stderr."""
         if not self.outputs.terminal:
             return None
         if self._out is None or self._err is None:
             from specseed.core.secrets import SafeConsole
 
-            json = self.outputs.json
-            self._out = StdoutConsole(stderr=json is not None and str(json) == "-")
+            on_stdout = any(str(path) == "-" for _, path in self.outputs.reports)
+            self._out = StdoutConsole(stderr=on_stdout)
             self._err = SafeConsole(stderr=True)
         return self._out, self._err
 
@@ -263,21 +273,21 @@ class Workflow:
     # -- the end --------------------------------------------------------------------------
 
     def documents(self) -> list[Reporter]:
-        """The documents written at the end: the bundle's manifest first, then the report
-        files. JUnit before JSON: the JSON report states the exit code, which a failed write
-        changes."""
-        from specseed.reporting.json_report import JsonReporter
-        from specseed.reporting.junit import JunitReporter
+        """The documents written at the end: the bundle's manifest first, then one report
+        file per ``--report`` (``--json``, ``--junit``) in the order given, but those stating
+        the exit code (JSON) after the others: a failed write changes the code."""
+        from specseed.reporting.base import Sink
+        from specseed.reporting.formats import get_format
 
-        documents: list[Reporter] = list(self._bundle_reporter)
-        junit, json = self.outputs.junit, self.outputs.json
-        if junit is not None:
-            documents.append(
-                JunitReporter(lambda text: write_document(junit, text, "JUnit report"))
-            )
-        if json is not None:
-            documents.append(JsonReporter(lambda text: write_document(json, text, "JSON report")))
-        return documents
+        def sink(path: Path, what: str) -> Sink:
+            return lambda text: write_document(path, text, what)
+
+        chosen = [(get_format(name), path) for name, path in self.outputs.reports]
+        chosen.sort(key=lambda pair: pair[0].states_exit_code)
+        return [
+            *self._bundle_reporter,
+            *(fmt.build(sink(path, fmt.what)) for fmt, path in chosen),
+        ]
 
     def write_documents(
         self,

@@ -1,8 +1,9 @@
 """What an audit is asked to write, and the checks made on it before anything runs.
 
-``AuditOutputs`` is the whole request: report files, the bundle folder, the terminal report,
-which scenarios, how the work is split. The path checks refuse, before any engine time is
-spent, a report onto an input, two reports on one path, or a folder that cannot be written.
+``AuditOutputs`` is the whole request: report files (in any registered format), the bundle
+folder, the terminal report, which scenarios, how the work is split. The path checks refuse,
+before any engine time is spent, a report onto an input, two reports on one path, or a
+folder that cannot be written.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -29,9 +30,11 @@ class AuditOutputs:
     there for the caller."""
 
     json: Path | None = None
-    """The JSON report (``Path("-")``: stdout)."""
+    """The JSON report (``Path("-")``: stdout): the same as ``("json", path)`` in
+    ``reports``. Once built, the first JSON report's path, however it was given."""
     junit: Path | None = None
-    """The JUnit XML report."""
+    """The JUnit XML report: the same as ``("junit", path)`` in ``reports``. Once built, the
+    first JUnit report's path, however it was given."""
     bundle: Path | None = None
     """The bug-report bundle's folder, written as the audit goes (``specseed check`` reads it)."""
     bundle_flag: str = "--bundle"
@@ -58,8 +61,18 @@ class AuditOutputs:
     argv: tuple[str, ...] = ("audit",)
     """The command line after ``specseed``, for the reproduce string and the bundle's
     manifest."""
+    reports: tuple[tuple[str, Path], ...] = ()
+    """Every report document as (format, path), ``--report FORMAT=PATH`` each
+    (``reporting.formats`` names the formats; ``Path("-")``: stdout). Once built it holds
+    ``json`` and ``junit`` too, first, each once."""
 
     def __post_init__(self) -> None:
+        given = tuple((name, Path(path)) for name, path in self.reports)
+        aliases = [(n, Path(p)) for n, p in (("json", self.json), ("junit", self.junit)) if p]
+        reports = (*(a for a in aliases if a not in given), *given)
+        object.__setattr__(self, "reports", reports)
+        object.__setattr__(self, "json", _first(reports, "json"))
+        object.__setattr__(self, "junit", _first(reports, "junit"))
         if self.jobs != "auto" and (not isinstance(self.jobs, int) or self.jobs < 1):
             raise InputError(
                 f"--jobs {self.jobs}: give 1 or more worker processes, or auto",
@@ -72,6 +85,19 @@ class AuditOutputs:
         return "specseed " + shlex.join(self.argv)
 
 
+def _first(reports: tuple[tuple[str, Path], ...], name: str) -> Path | None:
+    return next((path for fmt, path in reports if fmt == name), None)
+
+
+REPORT_ALIASES = {"json": "--json", "junit": "--junit"}
+"""The formats with an option of their own (``--json PATH`` is ``--report json=PATH``)."""
+
+
+def report_option(name: str) -> str:
+    """How messages name the option that asked for a report of format ``name``."""
+    return REPORT_ALIASES.get(name, f"--report {name}")
+
+
 def _same_file(a: Path, b: Path) -> bool:
     try:
         if a.exists() and b.exists():
@@ -81,19 +107,24 @@ def _same_file(a: Path, b: Path) -> bool:
     return a.resolve() == b.resolve()
 
 
-def check_output_paths(outputs: dict[str, Path | None], inputs: Iterable[Path]) -> None:
+def check_output_paths(
+    outputs: Mapping[str, Path | None] | Iterable[tuple[str, Path | None]],
+    inputs: Iterable[Path],
+) -> None:
     """Refuse two reports on one path, or a report onto model.yaml or a scenario file.
 
-    ``outputs`` maps an option name (``--json``) to its path; ``-`` is stdout, which only one
-    report can have.
+    ``outputs`` maps an option name (``--json``) to its path, or lists (option, path) pairs
+    where an option may come twice (``--report``); ``-`` is stdout, which only one report can
+    have.
     """
-    to_stdout = [option for option, path in outputs.items() if path and str(path) == "-"]
+    pairs = list(outputs.items() if isinstance(outputs, Mapping) else outputs)
+    to_stdout = [option for option, path in pairs if path and str(path) == "-"]
     if len(to_stdout) > 1:
         raise InputError(
             f"{' and '.join(to_stdout)} both write to stdout ('-')",
             hint="send at most one report to stdout",
         )
-    given = [(option, path) for option, path in outputs.items() if path and str(path) != "-"]
+    given = [(option, path) for option, path in pairs if path and str(path) != "-"]
     inputs = list(inputs)
     for index, (option, path) in enumerate(given):
         for other_option, other in given[:index]:
