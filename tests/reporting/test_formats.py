@@ -7,15 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from specseed.audit.audit import Audit
-from specseed.audit.outputs import AuditOutputs
 
 from specseed.core.errors import InputError
+from specseed.plan.resolve import resolve_audit
 from specseed.reporting.base import DocumentReporter
 from specseed.reporting.formats import BUILTIN_FORMATS, OutputFormat, get_format, parse_report
 from specseed.reporting.json_report import JsonReporter
 from specseed.reporting.junit import JunitReporter
 from specseed.scenarios.schema import AuditConfig
+from specseed.workflows.audit import Audit
+from specseed.workflows.outputs import AuditOutputs
 
 
 @pytest.mark.parametrize("fmt", BUILTIN_FORMATS, ids=lambda f: f.name)
@@ -54,7 +55,7 @@ def test_the_api_refuses_an_unknown_format_before_anything_runs(
     tmp_path: Path, name: str, hint: str
 ) -> None:
     outputs = AuditOutputs(reports=((name, tmp_path / "r"),))
-    audit = Audit.from_config(AuditConfig(), tmp_path, outputs)
+    audit = Audit(resolve_audit(AuditConfig(), base_dir=tmp_path), outputs)
     with pytest.raises(InputError, match=f"unknown output format '{name}'") as caught:
         audit.check_outputs()
     assert caught.value.hint == f"{hint} (specseed formats lists them)"
@@ -73,5 +74,5 @@ def test_json_and_junit_are_aliases_of_their_reports() -> None:
 
 def test_json_is_written_after_junit_whatever_the_order_given(tmp_path: Path) -> None:
     outputs = AuditOutputs(reports=(("json", tmp_path / "r.json"), ("junit", tmp_path / "j")))
-    documents = Audit.from_config(AuditConfig(), tmp_path, outputs)._documents()
+    documents = Audit(resolve_audit(AuditConfig(), base_dir=tmp_path), outputs).documents()
     assert [type(d) for d in documents] == [JunitReporter, JsonReporter]

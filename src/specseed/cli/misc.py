@@ -190,7 +190,7 @@ def formats() -> None:
 
       specseed audit model.yaml --report junit=junit.xml
     """
-    from specseed.audit.outputs import REPORT_ALIASES
+    from specseed.workflows.outputs import REPORT_ALIASES
     from specseed.reporting.formats import formats as known_formats
 
     # One block per format, like `checks`: the summaries are prose.
