@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import warnings
 
+from specseed.core.version import __version__ as __version__
+
 # torch warns "Failed to initialize NumPy" on import when numpy is absent. specseed never
 # converts tensors to numpy (numpy is deliberately not a dependency), so the warning is noise
 # on every run. Filtered here, before any module imports torch; only this one message.
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
 
-__version__ = "0.1.0"
 
 _API = ("Report", "load_config", "server_config")
 """Names of the public API (``specseed.api``) also reachable here, loaded on first use so that
@@ -19,8 +20,8 @@ object it runs is ``specseed.workflows.audit.Audit``)."""
 
 def __getattr__(name: str) -> object:
     if name in _API:
-        # By name, on first use: the package's top is a facade over its top layer (api/),
-        # not a module of the data layer importing upwards (tests/test_architecture.py).
+        # On first use, so that ``import specseed`` stays light. The package's top is the
+        # top of the house (no module of specseed imports it): this import runs down.
         import importlib
 
         return getattr(importlib.import_module("specseed.api"), name)

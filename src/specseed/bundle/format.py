@@ -43,7 +43,6 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from specseed import __version__
 from specseed.checks.attribution import root_causes
 from specseed.checks.findings import (
     Finding,
@@ -58,6 +57,7 @@ from specseed.core.secrets import (  # noqa: F401 - re-exported
     scrub_text,
 )
 from specseed.core.text import printable
+from specseed.core.version import __version__
 from specseed.distribution.evidence import DistributionEvidence
 from specseed.engine_adapters.base import EngineSettings
 from specseed.run.results import AuditEvent, AuditResult, ScenarioChecked, ScenarioResult

@@ -13,13 +13,13 @@ from typing import Annotated, Any
 
 import typer
 
-from specseed import __version__
 from specseed.cli import bundle_reading, minimize, replay, rng, scenarios
 from specseed.cli.audit import AUDIT_HELP, audit
 from specseed.cli.checkpoint import make_checkpoint
 from specseed.cli.doctor import doctor
 from specseed.cli.misc import checks, contracts, engines, formats, init, schema
 from specseed.cli.serve import SERVE_HELP, serve
+from specseed.core.version import __version__
 
 
 def _flags_show_no_placeholder() -> None:

@@ -16,7 +16,7 @@ import importlib.util
 import platform
 from dataclasses import dataclass
 
-from specseed import __version__
+from specseed.core.version import __version__
 from specseed.engine_adapters.registry import EngineInfo, Placement, engines, recorded_packages
 
 __all__ = ["Inventory", "PackageStatus", "Runnable", "take_inventory"]

@@ -20,9 +20,9 @@ from collections import Counter
 from dataclasses import asdict
 from typing import Any
 
-from specseed import __version__
 from specseed.checks.attribution import root_causes
 from specseed.checks.findings import STATUSES, Finding
+from specseed.core.version import __version__
 from specseed.reporting.base import DocumentReporter
 from specseed.run.results import AuditResult
 

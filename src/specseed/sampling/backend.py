@@ -36,7 +36,7 @@ from typing import Literal, Protocol
 
 import torch
 
-from specseed import sampling
+import specseed.sampling as sampling
 from specseed.core.errors import EngineError
 from specseed.sampling.streams import SamplingInputError
 

@@ -23,7 +23,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from specseed import __version__
+from specseed.core.version import __version__
 from specseed.engine_adapters.base import RequestPlan
 from specseed.engine_adapters.reference.live import LiveEngine, LiveResult
 from specseed.server.protocol import (

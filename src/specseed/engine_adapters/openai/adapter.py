@@ -19,9 +19,9 @@ import platform
 from dataclasses import dataclass
 from typing import NoReturn
 
-from specseed import __version__
 from specseed.core.errors import EngineError, InputError
 from specseed.core.secrets import hold, hold_url_credentials
+from specseed.core.version import __version__
 from specseed.engine_adapters.base import (
     EngineAdapter,
     EngineSettings,

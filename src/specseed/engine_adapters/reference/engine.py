@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specseed import __version__
 from specseed.core.contracts import EventKind, get_contract
 from specseed.core.errors import EngineError
+from specseed.core.version import __version__
 from specseed.engine_adapters.base import (
     EngineAdapter,
     EngineSettings,

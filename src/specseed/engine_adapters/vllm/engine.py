@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specseed import __version__
 from specseed.core.contracts import VLLM_GENERATORS
 from specseed.core.errors import EngineError, EngineUnavailable
+from specseed.core.version import __version__
 from specseed.engine_adapters.base import (
     EngineAdapter,
     EngineSettings,
