@@ -174,7 +174,7 @@ def main() -> None:
     import torch
     import vllm
 
-    from specseed.engine_adapters.checkpoints import make_checkpoint
+    from specseed.models.make_checkpoint import make_checkpoint
 
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = args.checkpoint or make_checkpoint(Path(tmp) / "ckpt", seed=0).root

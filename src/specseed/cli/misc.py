@@ -190,8 +190,8 @@ def formats() -> None:
 
       specseed audit model.yaml --report junit=junit.xml
     """
-    from specseed.workflows.outputs import REPORT_ALIASES
     from specseed.reporting.formats import formats as known_formats
+    from specseed.workflows.outputs import REPORT_ALIASES
 
     # One block per format, like `checks`: the summaries are prose.
     for fmt in known_formats().values():

@@ -15,7 +15,7 @@ import pytest
 
 from specseed.core.errors import EngineUnavailable
 from specseed.engine_adapters.base import EngineSettings
-from specseed.engine_adapters.checkpoints import CheckpointBundle, make_checkpoint
+from specseed.models.make_checkpoint import CheckpointBundle, make_checkpoint
 
 
 def _vllm_unavailable() -> str | None:

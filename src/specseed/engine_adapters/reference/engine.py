@@ -47,20 +47,20 @@ from specseed.engine_adapters.reference.lockstep import (
     serve_alone,
     serve_side_by_side,
 )
-from specseed.engine_adapters.reference.model import (
-    Eagle3DraftHead,
-    KVCache,
-    LlamaTarget,
-    build_tiny_draft,
-    build_tiny_target,
-    fingerprints,
-)
 from specseed.engine_adapters.reference.options import ReferenceOptions
 from specseed.engine_adapters.reference.rng_assignment import (
     AssignedState,
     EventRequest,
     RngAssigner,
     RngBuffers,
+)
+from specseed.models.model import (
+    Eagle3DraftHead,
+    KVCache,
+    LlamaTarget,
+    build_tiny_draft,
+    build_tiny_target,
+    fingerprints,
 )
 from specseed.sampling.backend import make_backend
 from specseed.traces.records import (

@@ -331,7 +331,7 @@ class VllmEngine(EngineAdapter):
 
     def _vocab(self) -> int:
         if self._vocab_size is None:
-            from specseed.engine_adapters.reference.checkpoint import config_vocab_size
+            from specseed.models.checkpoint import config_vocab_size
 
             self._vocab_size = config_vocab_size(Path(str(self.settings.checkpoint)))
         return self._vocab_size
