@@ -130,7 +130,7 @@ def split_child() -> None:
     from specseed.run import execute
 
     with split.part("imports: torch, engine modules"):
-        from specseed.engine_adapters.reference import engine
+        from specseed.engine_adapters.reference import adapter as engine
         from specseed.models import draft, target
     split.wrap(execute, "create_adapter", "imports: torch, engine modules")
     split.wrap(engine.ReferenceEngine, "__init__", "model build")

@@ -266,7 +266,7 @@ def kernels(
 
 def engine(tokens: int) -> None:
     from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
-    from specseed.engine_adapters.reference.engine import ReferenceEngine
+    from specseed.engine_adapters.reference.adapter import ReferenceEngine
     from specseed.engine_adapters.reference.options import ReferenceOptions
     from specseed.models import checkpoint
     from specseed.models.config import LlamaConfig

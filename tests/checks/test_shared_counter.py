@@ -10,7 +10,7 @@ import pytest
 
 from specseed.core.contracts import TRTLLM_UNSEEDED_OFFSET_BASE, get_contract
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
-from specseed.engine_adapters.reference.engine import ReferenceEngine
+from specseed.engine_adapters.reference.adapter import ReferenceEngine
 from specseed.engine_adapters.reference.options import ReferenceOptions
 from specseed.run.execute import evaluate
 from specseed.scenarios.loader import load_library_scenario

@@ -273,7 +273,7 @@ def test_fused_per_row_subsequence_follows_each_commits_kernel() -> None:
 @pytest.fixture(scope="module")
 def engine() -> Any:
     from specseed.engine_adapters.base import EngineSettings
-    from specseed.engine_adapters.reference.engine import ReferenceEngine
+    from specseed.engine_adapters.reference.adapter import ReferenceEngine
 
     return ReferenceEngine(EngineSettings())
 

