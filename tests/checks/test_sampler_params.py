@@ -11,7 +11,7 @@ from pathlib import Path
 
 from specseed.checks.context import CheckContext
 from specseed.checks.sampler import sampler_params
-from specseed.core.contracts import get_contract
+from specseed.engine_adapters.contracts import get_contract
 from specseed.scenarios.schema import Scenario
 from specseed.traces.records import AppliedSampling, RunTrace, load_trace, read_trace
 

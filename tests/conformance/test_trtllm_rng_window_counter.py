@@ -28,7 +28,8 @@ from typing import Any
 
 import pytest
 
-from specseed.core.contracts import RngContract, get_contract
+from specseed.core.contracts import RngContract
+from specseed.engine_adapters.contracts import get_contract
 from specseed.engine_adapters.reference.rng_assignment import EventRequest, RngAssigner
 
 DATA = json.loads(

@@ -127,7 +127,7 @@ def contracts() -> None:
 
     Contracts from other packages appear through the `specseed.contracts` entry point group.
     """
-    from specseed.core.contracts import all_contracts
+    from specseed.engine_adapters.contracts import all_contracts
 
     # One block per contract, like `checks`: commit hashes and test paths do not fit a table.
     for contract in all_contracts().values():

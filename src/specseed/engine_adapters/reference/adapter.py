@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 
 from specseed import __version__
-from specseed.core.contracts import EventKind, get_contract
+from specseed.core.contracts import EventKind
 from specseed.core.errors import EngineError
 from specseed.engine_adapters.base import (
     EngineAdapter,
@@ -39,6 +39,7 @@ from specseed.engine_adapters.base import (
     options_of,
     warmup_requests,
 )
+from specseed.engine_adapters.contracts import get_contract
 from specseed.engine_adapters.reference import sampler
 from specseed.engine_adapters.reference.info import ENGINE
 from specseed.engine_adapters.reference.lockstep import (

@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 from specseed import __version__
-from specseed.core.contracts import VLLM_GENERATORS
 from specseed.core.errors import EngineError, EngineUnavailable
 from specseed.engine_adapters.base import (
     EngineAdapter,
@@ -50,6 +49,7 @@ from specseed.engine_adapters.base import (
     options_of,
     warmup_requests,
 )
+from specseed.engine_adapters.vllm.contracts import VLLM_GENERATORS
 from specseed.engine_adapters.vllm.info import ENGINE
 from specseed.engine_adapters.vllm.options import VllmOptions
 from specseed.traces.records import (

