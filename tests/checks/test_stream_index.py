@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specseed.checks import streams
+from specseed.checks import request_streams as streams
 from specseed.checks.context import CheckContext
 from specseed.checks.findings import Suspect
 from specseed.engine_adapters.contracts import get_contract

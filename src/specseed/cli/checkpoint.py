@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from specseed.cli.errors import error_boundary
+from specseed.cli.error_boundary import error_boundary
 from specseed.core.secrets import SafeConsole
 
 out = SafeConsole()

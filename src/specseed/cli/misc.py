@@ -11,7 +11,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from specseed.cli.errors import error_boundary
+from specseed.cli.error_boundary import error_boundary
 from specseed.cli.inputs import FLAG
 from specseed.core.errors import InputError
 from specseed.core.secrets import SafeConsole
