@@ -33,7 +33,7 @@ from pathlib import Path
 
 from specseed.checks.context import CheckContext
 from specseed.checks.registry import run_checks
-from specseed.core.contracts import get_contract
+from specseed.engine_adapters.contracts import get_contract
 from specseed.plan.planning import base_settings, plan_audit, plan_run
 from specseed.run.execute import create_adapter, run_audit
 from specseed.scenarios.loader import parse_scenario

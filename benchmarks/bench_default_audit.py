@@ -4,7 +4,7 @@
         [--kernels broadcast,blocked] [--jobs 2,auto]
 
 A variant is a source tree and a kernel (``SPECSEED_LINEAR``, see
-engine_adapters/reference/numerics.py): the worktree's ``src`` under each of ``--kernels``
+models/numerics.py): the worktree's ``src`` under each of ``--kernels``
 and, with ``--baseline REF``, the same kernels on ``git archive REF src`` (so one run prints
 the change against the code before it). Each measurement is a fresh process (imports and the
 model build count, as they do for a user) and the variants are measured alternately, A B A B
@@ -130,7 +130,8 @@ def split_child() -> None:
     from specseed.run import execute
 
     with split.part("imports: torch, engine modules"):
-        from specseed.engine_adapters.reference import draft, engine, target
+        from specseed.engine_adapters.reference import adapter as engine
+        from specseed.models import draft, target
     split.wrap(execute, "create_adapter", "imports: torch, engine modules")
     split.wrap(engine.ReferenceEngine, "__init__", "model build")
     split.wrap(target.LlamaTarget, "forward", "target forward", within="step loop")
@@ -167,7 +168,7 @@ def forward_child() -> None:
 
     import torch
 
-    from specseed.engine_adapters.reference.tiny import TINY_MODEL
+    from specseed.models.tiny import TINY_MODEL
 
     torch.set_num_threads(1)
     model = TINY_MODEL.build_target(0)

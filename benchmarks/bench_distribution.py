@@ -33,7 +33,7 @@ import torch
 
 from specseed.checks.context import CheckContext
 from specseed.checks.distribution import distribution
-from specseed.core.contracts import get_contract
+from specseed.engine_adapters.contracts import get_contract
 from specseed.distribution import oracle as oracle_module
 from specseed.distribution.evidence import parse_evidence
 from specseed.plan.planning import PlannedScenario, base_settings, plan_audit, plan_run

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
-from specseed.engine_adapters.reference.engine import ReferenceEngine
+from specseed.engine_adapters.reference.adapter import ReferenceEngine
 from specseed.plan.planning import plan_audit
 from specseed.run.execute import run_audit
 from specseed.scenarios.schema import AuditConfig

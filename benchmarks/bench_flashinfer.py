@@ -266,11 +266,11 @@ def kernels(
 
 def engine(tokens: int) -> None:
     from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
-    from specseed.engine_adapters.reference import checkpoint
-    from specseed.engine_adapters.reference.config import LlamaConfig
-    from specseed.engine_adapters.reference.engine import ReferenceEngine
+    from specseed.engine_adapters.reference.adapter import ReferenceEngine
     from specseed.engine_adapters.reference.options import ReferenceOptions
-    from specseed.engine_adapters.reference.target import expected_shapes
+    from specseed.models import checkpoint
+    from specseed.models.config import LlamaConfig
+    from specseed.models.target import expected_shapes
     from specseed.traces.records import TraceRecorder
 
     config = LlamaConfig(

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import torch
 
-from specseed.engine_adapters.reference.model import (
+from specseed.models.model import (
     TINY_MODEL,
     Eagle3DraftHead,
     KVCache,

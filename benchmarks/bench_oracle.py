@@ -37,9 +37,9 @@ import time
 import torch
 
 from specseed.distribution import analysis, collect, oracle, stats
-from specseed.engine_adapters.reference import numerics
-from specseed.engine_adapters.reference.config import LlamaConfig
-from specseed.engine_adapters.reference.target import LlamaTarget, expected_shapes
+from specseed.models import numerics
+from specseed.models.config import LlamaConfig
+from specseed.models.target import LlamaTarget, expected_shapes
 
 from perf_page import add_write_docs, docs_section
 

@@ -51,7 +51,7 @@ def _config(checkpoint: Path, scenarios: list[str], **options: Any) -> Any:
 
 
 def audit(checkpoint: Path, scenarios: list[str], observe: bool) -> dict[str, float]:
-    from specseed.engine_adapters.vllm.engine import VllmEngine
+    from specseed.engine_adapters.vllm.adapter import VllmEngine
     from specseed.plan.planning import base_settings, plan_audit
     from specseed.run.execute import run_audit
 
@@ -89,7 +89,7 @@ def bare(checkpoint: Path, scenarios: list[str]) -> dict[str, float]:
     from vllm.inputs import TokensPrompt
 
     from specseed.engine_adapters.base import warmup_requests
-    from specseed.engine_adapters.vllm.engine import VllmEngine, sampling_params
+    from specseed.engine_adapters.vllm.adapter import VllmEngine, sampling_params
     from specseed.plan.planning import base_settings, plan_audit
 
     config = _config(checkpoint, scenarios)
@@ -174,7 +174,7 @@ def main() -> None:
     import torch
     import vllm
 
-    from specseed.engine_adapters.checkpoints import make_checkpoint
+    from specseed.models.make_checkpoint import make_checkpoint
 
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = args.checkpoint or make_checkpoint(Path(tmp) / "ckpt", seed=0).root

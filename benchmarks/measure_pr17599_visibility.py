@@ -23,7 +23,7 @@ from dataclasses import replace
 from specseed.distribution.analysis import Sample, analyse
 from specseed.distribution.oracle import SamplingSetup, oracle_for
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
-from specseed.engine_adapters.reference.engine import ReferenceEngine
+from specseed.engine_adapters.reference.adapter import ReferenceEngine
 from specseed.engine_adapters.reference.options import ReferenceOptions
 from specseed.traces.records import TraceRecorder
 

@@ -56,7 +56,7 @@ def test_an_engine_is_made_with_the_collector_off(
 ) -> None:
     # An engine's adapter imports its engine when made (vLLM's import: 1.4 s with the
     # collector off, 2.1 s with it on); create_adapter makes it with the collector off.
-    from specseed.engine_adapters.reference.engine import ReferenceEngine
+    from specseed.engine_adapters.reference.adapter import ReferenceEngine
     from specseed.plan.planning import base_settings
     from specseed.run import execute
     from specseed.scenarios.schema import AuditConfig

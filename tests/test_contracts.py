@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import pytest
 
-from specseed.core.contracts import get_contract
+from specseed.engine_adapters.contracts import get_contract
 
 U64 = (1 << 64) - 1
 BASE = 1 << 62

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from specseed.checks import CHECKS
-from specseed.core.contracts import get_contract
 from specseed.core.defects import DEFECT_IDS
+from specseed.engine_adapters.contracts import get_contract
 from specseed.plan.planning import plan_audit
 from specseed.run.execute import run_audit
 from specseed.run.matrix import MatrixResult

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from specseed.checks.findings import FAILING
 from specseed.engine_adapters.base import EngineSettings
-from specseed.engine_adapters.reference.engine import ReferenceEngine
+from specseed.engine_adapters.reference.adapter import ReferenceEngine
 from specseed.engine_adapters.reference.options import ReferenceOptions
 from specseed.plan.planning import PlannedScenario, plan_run
 from specseed.run.execute import run_audit

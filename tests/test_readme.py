@@ -15,8 +15,8 @@ import pytest
 import typer.main
 
 from specseed.checks import CHECKS
-from specseed.core.contracts import CONTRACT_NAMES
 from specseed.core.defects import DEFECT_IDS
+from specseed.engine_adapters.contracts import CONTRACT_NAMES
 from specseed.scenarios.loader import library_names
 from specseed.scenarios.schema import EngineConfig
 

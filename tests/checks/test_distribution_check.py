@@ -11,8 +11,8 @@ import pytest
 from specseed.checks.context import CheckContext
 from specseed.checks.distribution import distribution
 from specseed.checks.findings import Finding
-from specseed.core.contracts import get_contract
 from specseed.distribution.oracle import OracleUnavailable, oracle_for
+from specseed.engine_adapters.contracts import get_contract
 from specseed.plan.planning import plan_audit
 from specseed.run.execute import run_audit
 from specseed.run.results import AuditResult

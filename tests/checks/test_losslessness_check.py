@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from specseed.checks.baseline import losslessness
 from specseed.checks.context import CheckContext
 from specseed.checks.findings import Finding
-from specseed.core.contracts import get_contract
+from specseed.engine_adapters.contracts import get_contract
 from specseed.plan.planning import PlannedScenario, base_settings, plan_run
 from specseed.run.execute import run_audit
 from specseed.run.results import AuditResult

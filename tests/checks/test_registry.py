@@ -8,8 +8,8 @@ import pytest
 
 from specseed.checks import CHECKS, registered_comparison_ids
 from specseed.checks.registry import comparison_check, comparison_checks, run_check
-from specseed.core.contracts import CONTRACTS
 from specseed.core.defects import DEFECT_IDS
+from specseed.engine_adapters.contracts import CONTRACTS
 from specseed.scenarios.schema import (
     COMPARISON_CHECK_IDS,
     COMPARISON_IDS_CONTEXT,

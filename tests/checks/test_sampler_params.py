@@ -10,8 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from specseed.checks.context import CheckContext
-from specseed.checks.sampler import sampler_params
-from specseed.core.contracts import get_contract
+from specseed.checks.sampler_params import sampler_params
+from specseed.engine_adapters.contracts import get_contract
 from specseed.scenarios.schema import Scenario
 from specseed.traces.records import AppliedSampling, RunTrace, load_trace, read_trace
 

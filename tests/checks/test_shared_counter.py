@@ -8,10 +8,11 @@ from dataclasses import replace
 
 import pytest
 
-from specseed.core.contracts import TRTLLM_UNSEEDED_OFFSET_BASE, get_contract
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
-from specseed.engine_adapters.reference.engine import ReferenceEngine
+from specseed.engine_adapters.contracts import get_contract
+from specseed.engine_adapters.reference.adapter import ReferenceEngine
 from specseed.engine_adapters.reference.options import ReferenceOptions
+from specseed.engine_adapters.trtllm.contracts import TRTLLM_UNSEEDED_OFFSET_BASE
 from specseed.run.execute import evaluate
 from specseed.scenarios.loader import load_library_scenario
 from specseed.traces.records import RunTrace, TraceRecorder

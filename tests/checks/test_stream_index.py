@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from specseed.checks import streams
+from specseed.checks import request_streams as streams
 from specseed.checks.context import CheckContext
 from specseed.checks.findings import Suspect
-from specseed.core.contracts import get_contract
+from specseed.engine_adapters.contracts import get_contract
 from specseed.plan.planning import plan_audit
 from specseed.run.execute import run_audit
 from specseed.scenarios.loader import load_audit_config

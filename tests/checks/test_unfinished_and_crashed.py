@@ -13,7 +13,7 @@ from specseed.checks.attribution import root_causes
 from specseed.checks.context import CheckContext
 from specseed.checks.rng_state import rng_contract
 from specseed.checks.runs import runs_complete
-from specseed.core.contracts import get_contract
+from specseed.engine_adapters.contracts import get_contract
 from specseed.scenarios.schema import Scenario
 from specseed.traces.records import EngineFailure, RunTrace, load_trace
 

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from specseed.checks import rng_state
 from specseed.checks.context import CheckContext
-from specseed.core.contracts import get_contract
+from specseed.engine_adapters.contracts import get_contract
 from specseed.reporting.console import MAX_OFFSET_TABLES, MAX_OFFSET_TABLES_NAMED, render_offsets
 from tests.checks.test_stream_index import SEEDED, UNSEEDED, _scenario
 

@@ -105,7 +105,7 @@ def test_unknown_scenario_filter_exits_2() -> None:
 
 
 def test_engine_that_cannot_load_exits_3(tmp_path: Path) -> None:
-    from specseed.engine_adapters.reference.model import TINY_MODEL
+    from specseed.models.model import TINY_MODEL
 
     target, _ = TINY_MODEL.build(model_seed=3)
     target.save_checkpoint(tmp_path / "target")
@@ -133,7 +133,7 @@ def test_trtllm_without_tensorrt_llm_says_what_is_missing(tmp_path: Path) -> Non
 
 
 def test_audit_runs_on_local_checkpoint_directories(tmp_path: Path) -> None:
-    from specseed.engine_adapters.reference.model import TINY_MODEL
+    from specseed.models.model import TINY_MODEL
 
     target, draft = TINY_MODEL.build(model_seed=3)
     target.save_checkpoint(tmp_path / "target")

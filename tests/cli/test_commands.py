@@ -124,7 +124,7 @@ def test_checks_lists_every_registered_id() -> None:
 
 
 def test_contracts_lists_each_with_its_upstream_commits_and_tests() -> None:
-    from specseed.core.contracts import CONTRACTS
+    from specseed.engine_adapters.contracts import CONTRACTS
 
     result = runner.invoke(app, ["contracts"], env={"COLUMNS": "400"})
     _ok(result)

@@ -28,7 +28,8 @@ from typing import Any
 
 import pytest
 
-from specseed.core.contracts import RngContract, get_contract
+from specseed.core.contracts import RngContract
+from specseed.engine_adapters.contracts import get_contract
 from specseed.engine_adapters.reference.rng_assignment import EventRequest, RngAssigner
 
 DATA = json.loads(
@@ -273,7 +274,7 @@ def test_fused_per_row_subsequence_follows_each_commits_kernel() -> None:
 @pytest.fixture(scope="module")
 def engine() -> Any:
     from specseed.engine_adapters.base import EngineSettings
-    from specseed.engine_adapters.reference.engine import ReferenceEngine
+    from specseed.engine_adapters.reference.adapter import ReferenceEngine
 
     return ReferenceEngine(EngineSettings())
 

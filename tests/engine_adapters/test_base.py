@@ -146,7 +146,7 @@ def test_input_the_engine_refuses_is_exit_2_before_anything_runs(tmp_path: Path)
 def test_diffs_never_blame_the_sampler_on_evidence_the_engine_hid() -> None:
     from dataclasses import replace
 
-    from specseed.checks.evidence import stream_diff
+    from specseed.checks.trace_evidence import stream_diff
 
     plan = _plan()
     left = ClaimsRngButRecordsNone(EngineSettings()).run(plan, TraceRecorder())

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from specseed.checks import CHECKS
 from specseed.cli.app import app
-from specseed.core.contracts import all_contracts
+from specseed.engine_adapters.contracts import all_contracts
 from specseed.engine_adapters.registry import engines
 
 PLUGIN = Path(__file__).parent.parent / "data" / "plugins" / "specseed_tokens_only"

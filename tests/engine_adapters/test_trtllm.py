@@ -15,9 +15,9 @@ from pydantic import ValidationError
 
 from specseed.checks.context import CheckContext
 from specseed.checks.rng_state import draw_ranges_disjoint, rng_contract
-from specseed.core.contracts import get_contract
 from specseed.core.errors import EngineUnavailable
 from specseed.engine_adapters.base import EngineSettings, RequestPlan
+from specseed.engine_adapters.contracts import get_contract
 from specseed.engine_adapters.trtllm.config import (
     ConfigurationError,
     llm_spec,

@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
-from specseed.engine_adapters.reference.engine import ReferenceEngine
+from specseed.engine_adapters.reference.adapter import ReferenceEngine
 from specseed.engine_adapters.reference.live import LiveEngine
 from specseed.server.app import create_app
 from specseed.server.protocol import decode_text
@@ -106,7 +106,7 @@ def test_api_key(engine: ReferenceEngine) -> None:
 def test_an_engine_step_that_raises_fails_its_requests_and_the_server_goes_on(
     engine: ReferenceEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from specseed.engine_adapters.reference import engine as engine_module
+    from specseed.engine_adapters.reference import adapter as engine_module
 
     real = engine_module._EngineRun._compute
     calls = {"n": 0}

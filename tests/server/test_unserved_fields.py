@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from specseed.engine_adapters.base import EngineSettings
-from specseed.engine_adapters.reference.engine import ReferenceEngine
+from specseed.engine_adapters.reference.adapter import ReferenceEngine
 from specseed.engine_adapters.reference.live import LiveEngine
 from specseed.server.app import create_app
 

@@ -15,7 +15,7 @@ from types import ModuleType
 import pytest
 import torch
 
-from specseed.engine_adapters.reference.engine import ReferenceEngine
+from specseed.engine_adapters.reference.adapter import ReferenceEngine
 from specseed.plan.planning import base_settings, plan_audit
 from specseed.run.execute import run_audit
 from specseed.run.results import AuditResult

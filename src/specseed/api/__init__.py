@@ -25,7 +25,7 @@ constructs itself. Scenario runs change engine arguments (``max_num_requests``,
 generator, so the vLLM adapter builds each ``LLM`` from the settings and restarts it when they
 change; vLLM does not say which arguments an existing ``LLM`` was built with, and only one live
 ``LLM`` per process is safe. Give a model.yaml with ``engine.name: vllm`` instead, or a
-``VllmEngine`` adapter object (``specseed.engine_adapters.vllm.engine``).
+``VllmEngine`` adapter object (``specseed.engine_adapters.vllm.adapter``).
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from specseed.checks.evidence import event_state, first_divergence
 from specseed.checks.findings import EventState
+from specseed.checks.trace_evidence import event_state, first_divergence
 from specseed.traces.records import RunTrace
 
 RequestStatus = Literal["equal", "diverged", "rng-differs", "missing"]

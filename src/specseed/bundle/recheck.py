@@ -8,8 +8,8 @@ from dataclasses import replace
 
 from specseed.bundle.format import Bundle
 from specseed.checks.findings import Finding
-from specseed.core.contracts import contract_names
 from specseed.core.errors import InputError
+from specseed.engine_adapters.contracts import contract_names
 from specseed.run.execute import evaluate
 from specseed.run.results import AuditResult
 from specseed.traces.records import RunTrace

@@ -343,7 +343,7 @@ def root_causes(findings: Sequence[Finding]) -> list[RootCause]:
 def _tokens_only(finding: Finding) -> bool:
     """A stream-sharing finding seen in tokens only (identical outputs under different
     recorded states): what a sampler applying other parameters also produces."""
-    from specseed.checks.streams import IDENTICAL_DESPITE_STATES
+    from specseed.checks.request_streams import IDENTICAL_DESPITE_STATES
 
     return (
         finding.check in SHARING_CHECKS

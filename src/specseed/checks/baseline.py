@@ -31,10 +31,10 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from specseed.checks.context import CheckContext
-from specseed.checks.evidence import shared_draws, sharing_suspects
 from specseed.checks.findings import Finding, Suspect
 from specseed.checks.registry import comparison_check
 from specseed.checks.token_suspects import TokenDivergence
+from specseed.checks.trace_evidence import shared_draws, sharing_suspects
 from specseed.traces.records import RequestInfo, RunTrace
 
 if TYPE_CHECKING:

@@ -64,9 +64,9 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from specseed.checks.context import CheckContext
-from specseed.checks.evidence import shared_draws, sharing_suspects
 from specseed.checks.findings import Finding, Status, Suspect
 from specseed.checks.registry import run_check
+from specseed.checks.trace_evidence import shared_draws, sharing_suspects
 from specseed.traces.records import RunTrace
 
 if TYPE_CHECKING:

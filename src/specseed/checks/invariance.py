@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 
 from specseed.checks.context import CheckContext
-from specseed.checks.evidence import stream_diff
 from specseed.checks.findings import ATTRIBUTION_TEXT, Finding, Suspect, TokenDiff
 from specseed.checks.registry import comparison_check, comparison_checks
 from specseed.checks.suspects import divergence_suspects, merge
 from specseed.checks.token_suspects import TokenDivergence, token_suspects
+from specseed.checks.trace_evidence import stream_diff
 from specseed.core.contracts import RngContract
 from specseed.core.wording import plural
 from specseed.scenarios.schema import Expectation

@@ -8,18 +8,19 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from specseed.checks.context import CheckContext
-from specseed.checks.evidence import (
+from specseed.checks.findings import EventState, Finding, OffsetRow, Suspect
+from specseed.checks.registry import run_check
+from specseed.checks.suspects import merge, offset_suspects, overlap_suspect, seed_suspects
+from specseed.checks.trace_evidence import (
     event_state,
     follows_contract,
     sampled_without_events,
     unrecorded_reason,
 )
-from specseed.checks.findings import EventState, Finding, OffsetRow, Suspect
-from specseed.checks.registry import run_check
-from specseed.checks.suspects import merge, offset_suspects, overlap_suspect, seed_suspects
-from specseed.core.contracts import RngContract, all_contracts
+from specseed.core.contracts import RngContract
 from specseed.core.seeds import fmt_seed
 from specseed.core.wording import plural
+from specseed.engine_adapters.contracts import all_contracts
 from specseed.traces.records import RowRecord, RunTrace, SamplingEvent, StepRecord
 
 MAX_DETAIL_LINES = 8

@@ -1,7 +1,7 @@
 """The ``specseed`` Typer application: wires the command groups together.
 
 Commands hold no logic; they parse options, call library code, and turn typed errors into a
-message and an exit code (see ``specseed.cli.errors``). Importing this module must not import
+message and an exit code (see ``specseed.cli.error_boundary``). Importing this module must not import
 torch, so that ``specseed --help`` and scenario validation stay fast.
 """
 

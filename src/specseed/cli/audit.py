@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from specseed.cli.errors import error_boundary
+from specseed.cli.error_boundary import error_boundary
 from specseed.cli.inputs import FLAG, check_model_yaml_argument
 from specseed.core.errors import InputError
 from specseed.core.secrets import SafeConsole

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from specseed.cli.errors import EXIT_OK, EXIT_VIOLATION, error_boundary
+from specseed.cli.error_boundary import EXIT_OK, EXIT_VIOLATION, error_boundary
 from specseed.core.errors import InputError
 from specseed.core.secrets import SafeConsole
 from specseed.workflows.outputs import check_writable

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from specseed.cli.errors import error_boundary
+from specseed.cli.error_boundary import error_boundary
 from specseed.core.secrets import SafeConsole
 
 out = SafeConsole()
@@ -30,7 +30,7 @@ def make_checkpoint(
       specseed make-checkpoint ckpt --seed 0
       # model.yaml: engine: {checkpoint: ckpt/target, draft_checkpoint: ckpt/draft}
     """
-    from specseed.engine_adapters.checkpoints import make_checkpoint as make
+    from specseed.models.make_checkpoint import make_checkpoint as make
 
     with error_boundary():
         bundle = make(directory, seed, force=force)

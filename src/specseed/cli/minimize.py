@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from specseed.cli.bundle_reading import ENGINE_FROM_BUNDLE
-from specseed.cli.errors import error_boundary
+from specseed.cli.error_boundary import error_boundary
 
 MINIMIZE_HELP = """Shrink a failing scenario to a minimal reproduction.
 

@@ -11,7 +11,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from specseed.cli.errors import error_boundary
+from specseed.cli.error_boundary import error_boundary
 from specseed.cli.inputs import FLAG
 from specseed.core.errors import InputError
 from specseed.core.secrets import SafeConsole
@@ -127,7 +127,7 @@ def contracts() -> None:
 
     Contracts from other packages appear through the `specseed.contracts` entry point group.
     """
-    from specseed.core.contracts import all_contracts
+    from specseed.engine_adapters.contracts import all_contracts
 
     # One block per contract, like `checks`: commit hashes and test paths do not fit a table.
     for contract in all_contracts().values():

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from specseed.cli.bundle_reading import BUNDLE_ARG, ENGINE_FROM_BUNDLE
-from specseed.cli.errors import error_boundary
+from specseed.cli.error_boundary import error_boundary
 
 
 def replay(

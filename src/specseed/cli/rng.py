@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from specseed.cli.errors import error_boundary
+from specseed.cli.error_boundary import error_boundary
 from specseed.cli.inputs import FLAG
 from specseed.core.secrets import SafeConsole
 

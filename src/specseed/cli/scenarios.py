@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from specseed.cli.errors import error_boundary
+from specseed.cli.error_boundary import error_boundary
 from specseed.core.secrets import SafeConsole
 from specseed.core.wording import plural
 

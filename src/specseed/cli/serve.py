@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from specseed.cli.errors import error_boundary
+from specseed.cli.error_boundary import error_boundary
 from specseed.core.errors import InputError
 
 SERVE_HELP = """Serve the reference engine (its contract and any injected defects

@@ -1,7 +1,10 @@
 """RNG layout contracts: the rule an engine follows to give each sampling event its Philox state.
 
-A contract is data, not code scattered through checks: adding an engine's layout is one entry
-here, and every check reads it through the same questions. The reference
+A contract is data, not code scattered through checks: this module holds the mechanism (the
+dataclasses, :class:`Limitation`, and the ideal contract every engine could follow); an
+engine's own layouts live in its package (``engine_adapters/<engine>/contracts.py``, named by
+its ``EngineInfo.contracts``), and ``specseed.engine_adapters.contracts`` looks any of them up
+by name. Every check reads a contract through the same questions. The reference
 engine's ``rng_profile`` names the contract the engine itself follows; model.yaml's
 ``contract`` names the one the audit holds the engine to. Checks ask the contract what state
 an event should have had and which invariants it gives up (its stated limitations).
@@ -29,8 +32,7 @@ Vocabulary (the same words as the traces):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from functools import cache
+from dataclasses import dataclass, field
 from typing import Literal
 
 from specseed.core.defects import DEFECT_IDS
@@ -42,14 +44,6 @@ DEFAULT_SAMPLING_SEED = 42
 """TensorRT-LLM's seed for requests that set none (``DEFAULT_SAMPLING_SEED``)."""
 UNSEEDED_SEED_BASE = 1 << 62
 """First seed the ideal layout hands to unseeded requests (one per request, counting up)."""
-TRTLLM_UNSEEDED_OFFSET_BASE = 1 << 62
-"""TensorRT-LLM's ``UNSEEDED_OFFSET_BASE`` (``pyexecutor/sampler/ops/custom.py``): where the
-shared counter of unseeded requests starts in the slot-span layout."""
-TRTLLM_RNG_SLOT_SPAN = 32
-"""Draws per slot of TensorRT-LLM's slot-span layouts: ``_RNG_SLOT_SPAN = 32``
-(``tensorrt_llm/_torch/speculative/interface.py`` at 8de196e3) and ``MAX_DRAWS_PER_ROW = 32``
-(``tensorrt_llm/_torch/pyexecutor/sampler/ops/custom.py`` at 740c856b, "the kernel's
-kMaxRejectRounds"). With K = 3 a linear window is 8 * 32 = 256 draws."""
 
 
 @dataclass(frozen=True)
@@ -313,256 +307,3 @@ IDEAL = RngContract(
     separate_target_slots=True,
     reference="specseed: the layout that holds every invariant",
 )
-
-_ROW_SUBSEQUENCE = Limitation(
-    "row-subsequence",
-    ("position-invariance", "batch-invariance", "overlap-invariance", "uptime-invariance"),
-    "flashinfer's kernels use the batch row as the Philox subsequence; the PR states "
-    "that a seeded request's tokens depend on its row",
-)
-_ONE_DRAW_SLOTS = Limitation(
-    "draw-overlap",
-    ("draw-ranges-disjoint", "distribution"),
-    "slots are one draw wide: the accept kernel (K + 1 or K + 2 draws) and multi-round "
-    "top-k/top-p kernels read into the next slots on the same row; the bonus token and "
-    "the next draft can read one draw, which couples consecutive tokens (seen by the "
-    "distribution check's step-aware sub-tests in the built-in distribution scenario: K = 1, "
-    "2 x 150 copies in one batch)",
-)
-
-_TEST = "tests/unittest/_torch/speculative/hw_agnostic/test_rng_window_counter.py"
-_ELEMENT0 = (
-    "subsequence = the row in the kernel call (flashinfer's blockIdx.x); interface.py of this "
-    "era states that the pinned flashinfer sampling ops and the accept kernel "
-    "(chain_speculative_sampling) read element 0 of the seed and offset tensors, so every "
-    "row of one call uses the first row's seed and window: the per-row values are carried "
-    "but not yet honored per request (specseed's row0-seed defect class)"
-)
-_SLOT_SPAN_FLASHINFER = (
-    "the flashinfer ops behind the non-fused sampling modes and the accept kernel read "
-    "element 0 of the seed/offset tensors, subsequence = the kernel row; "
-)
-
-TRTLLM_PR17599 = RngContract(
-    name="trtllm-pr17599",
-    summary=(
-        "seed = SamplingParams.seed or 42; window of max_draft_len + 1 offsets per iteration "
-        "(base = n * (K + 1), n the request's own iteration); target and accept kernels at "
-        "base + 0, draft step i at base + 1 + i; subsequence = the row in the kernel call"
-    ),
-    unseeded="default-seed",
-    row_subsequence=True,
-    slot_stride=1,
-    separate_target_slots=False,
-    limitations=(
-        _ROW_SUBSEQUENCE,
-        Limitation(
-            "unseeded-shared-stream",
-            ("unseeded-independence",),
-            "unseeded requests all take seed 42 with per-request offsets, so requests that "
-            "sit on the same row at the same iteration draw the same numbers",
-        ),
-        _ONE_DRAW_SLOTS,
-    ),
-    reference=(
-        "TensorRT-LLM PR 'Honor SamplingParams.seed on the one-model speculative path' "
-        "(#17599, commit 2c0eca97d3), on fresh slots: n is the request's own iteration. As "
-        "merged the window index came from a counter per sequence slot that is not reset "
-        "when a new request takes the slot; trtllm-pr17599-as-merged models that"
-    ),
-    subsequence_rule=_ELEMENT0,
-    upstream_commits=("2c0eca97d3", "d5e2f8f8a39a46aeedc39a4d81087285a238ebaa"),
-    held_to=(f"{_TEST} at d5e2f8f8 (slots no earlier request used)",),
-)
-
-TRTLLM_PR17599_AS_MERGED = replace(
-    TRTLLM_PR17599,
-    name="trtllm-pr17599-as-merged",
-    summary=(
-        "PR 17599 as merged: as trtllm-pr17599, but the window index is a counter per sequence "
-        "slot (every request, seeded or not, advances its slot's counter once per forward "
-        "pass) that a new request on the slot inherits: a seeded request on a reused slot "
-        "starts partway into its stream"
-    ),
-    window_counter="slot",
-    reference=(
-        "TensorRT-LLM PR #17599 (commit 2c0eca97d3); the test at d5e2f8f8 keys the counter "
-        "by py_seq_slot and never resets it, and interface.py of that era says a new request "
-        "on a recycled slot starts partway into its stream. Requests without a slot (warmup "
-        "dummies) share one counter of their own. A seeded request's tokens then depend on "
-        "the slot's earlier traffic: the slot-reuse scenario shows it"
-    ),
-    held_to=(f"{_TEST} at d5e2f8f8",),
-)
-
-TRTLLM_PR19601 = RngContract(
-    name="trtllm-pr19601",
-    summary=(
-        "seed = SamplingParams.seed or 42; window of K + 1 offsets (trees too): target and "
-        "accept at base + 0, draft step i at base + 1 + i; seeded: base = n * (K + 1), the "
-        "slot's counter restarting for each new request; unseeded: base = k * (K + 1) from one "
-        "counter shared by all unseeded requests; subsequence = the row in the kernel call"
-    ),
-    unseeded="default-seed",
-    row_subsequence=True,
-    slot_stride=1,
-    separate_target_slots=False,
-    unseeded_offsets="shared-counter",
-    unseeded_offset_base=0,
-    limitations=(_ROW_SUBSEQUENCE, _ONE_DRAW_SLOTS),
-    reference=(
-        "TensorRT-LLM PRs #19505 (commit ca3c570f22: unseeded requests on one shared window "
-        "counter) and #19601 (commit b88149e535: a seeded request's per-slot counter restarts "
-        "when a new request takes the slot; a block drafter's K rows all at base + 1, told "
-        "apart by their kernel rows). Unseeded windows start at 0 like seeded ones, so an "
-        "unseeded request and one seeded with 42 can meet on the same (seed, row, offset)"
-    ),
-    subsequence_rule=_ELEMENT0,
-    upstream_commits=(
-        "b88149e535265b52e8ddb1339e35710e10b7ecf8",
-        "04fa7c4c7fa50f02992d7f5a2e3cb85a020f1629",
-    ),
-    held_to=(
-        f"{_TEST}, version of b88149e5's layout (its commit not identified)",
-        f"{_TEST} at 04fa7c4c",
-    ),
-)
-
-TRTLLM_SLOT_SPAN_740C856B = RngContract(
-    name="trtllm-slot-span-740c856b",
-    summary=(
-        "seed = SamplingParams.seed or 42; window of T + K + 1 slots of 32 draws "
-        "(MAX_DRAWS_PER_ROW; T = K + 1, or max_total_draft_tokens + 1 on a tree): target rows "
-        "0..T - 1, draft steps T..T + K - 1, accept T + K; seeded: base = n * window per "
-        "request; unseeded: base = k * window from one shared counter starting at 0"
-    ),
-    unseeded="default-seed",
-    row_subsequence=True,
-    slot_stride=TRTLLM_RNG_SLOT_SPAN,
-    separate_target_slots=True,
-    accept_slot_last=True,
-    unseeded_offsets="shared-counter",
-    unseeded_offset_base=0,
-    tree_target_slots=True,
-    fused_per_row_subsequence="zero",
-    limitations=(_ROW_SUBSEQUENCE,),
-    reference=(
-        "TensorRT-LLM commit 740c856b: MAX_DRAWS_PER_ROW = 32 in pyexecutor/sampler/ops/"
-        "custom.py, slots rng_draft_slot(i) = T + i and rng_accept_slot = T + K in "
-        "speculative/interface.py. Unseeded windows start at 0, so an unseeded request and "
-        "one seeded with 42 can meet on the same (seed, offset)"
-    ),
-    subsequence_rule=(
-        _SLOT_SPAN_FLASHINFER
-        + "the fused kernel with per-row entries uses subsequence 0 and Philox offset = the "
-        "row's offset (custom.py and the kernel agree; kMaxRejectRounds = 32 bounds a row's "
-        "draws, so 32-draw slots keep rows apart)"
-    ),
-    upstream_commits=("740c856bca85ba7d0f1d63dea4262e0419d17f25",),
-    held_to=(f"{_TEST} at 740c856b",),
-    aliases=("trtllm-740c856b",),
-)
-
-TRTLLM_SLOT_SPAN = replace(
-    TRTLLM_SLOT_SPAN_740C856B,
-    name="trtllm-slot-span",
-    summary=(
-        "seed = SamplingParams.seed or 42; window of T + K + 1 slots of _RNG_SLOT_SPAN = 32 "
-        "draws (T = K + 1, or max_total_draft_tokens + 1 on a tree): target rows 0..T - 1, "
-        "draft steps T..T + K - 1, accept T + K; seeded: base = n * window per request; "
-        "unseeded: base = 2^62 + k * window from one shared counter"
-    ),
-    unseeded_offset_base=TRTLLM_UNSEEDED_OFFSET_BASE,
-    fused_per_row_subsequence="offset-high-bit",
-    reference=(
-        "TensorRT-LLM commit 8de196e3: _RNG_SLOT_SPAN = 32 in speculative/interface.py, "
-        "UNSEEDED_OFFSET_BASE = 1 << 62 in pyexecutor/sampler/ops/custom.py"
-    ),
-    subsequence_rule=(
-        _SLOT_SPAN_FLASHINFER
-        + "the fused kernel with per-row entries (a single-row call included) uses "
-        "subsequence 2^63 | offset and Philox offset 0 (kPerRowSubsequenceBase in the "
-        "kernel; custom.py says only that the offset names the row's subsequence and does "
-        "not mention the high bit: the kernel is modelled). On that path the predicted "
-        "offset is the row's subsequence, not its Philox offset"
-    ),
-    upstream_commits=("8de196e32781be0b8ec7edcf56c2a92d45457177",),
-    held_to=(
-        f"{_TEST} at 8de196e3",
-        f"{_TEST}, later version with test_block_rows_take_consecutive_slots (commit not "
-        "identified)",
-    ),
-    aliases=("trtllm-8de196e3",),
-)
-
-VLLM_GENERATORS = RngContract(
-    name="vllm-generators",
-    summary=(
-        "vLLM V1: each seeded request owns a torch.Generator seeded with its seed, consumed "
-        "sequentially by its sampling events (offset = draws so far, subsequence 0); "
-        "unseeded requests draw from the engine's global generator"
-    ),
-    unseeded="global-stream",
-    row_subsequence=False,
-    slot_stride=1,
-    separate_target_slots=False,
-    offsets="sequential",
-    reference=(
-        "vLLM 0.32.0 vllm/v1/worker/gpu_model_runner.py (_update_states: "
-        "torch.Generator.manual_seed(sampling_params.seed)), vllm/v1/worker/gpu_input_batch.py "
-        "(InputBatch.generators)"
-    ),
-)
-"""Offsets count the generator's outputs: 32-bit Mersenne Twister words on the CPU, the
-Philox offset (``Generator.get_offset()``) on CUDA. specseed.engine_adapters.vllm.observe
-lists every point where vLLM 0.32.0 consumes them."""
-
-ENTRY_POINT_GROUP = "specseed.contracts"
-
-CONTRACTS: dict[str, RngContract] = {
-    c.name: c
-    for c in (
-        IDEAL,
-        TRTLLM_PR17599,
-        TRTLLM_PR17599_AS_MERGED,
-        TRTLLM_PR19601,
-        TRTLLM_SLOT_SPAN_740C856B,
-        TRTLLM_SLOT_SPAN,
-        VLLM_GENERATORS,
-    )
-}
-"""The built-in contracts. ``all_contracts()`` adds those other packages register."""
-CONTRACT_NAMES: tuple[str, ...] = tuple(CONTRACTS)
-
-
-@cache
-def all_contracts() -> dict[str, RngContract]:
-    """Built-in contracts, then those registered by other packages: entry points in the
-    ``specseed.contracts`` group whose object is an ``RngContract`` of the same name. A
-    broken plugin is left out rather than breaking every command."""
-    from importlib.metadata import entry_points
-
-    found = dict(CONTRACTS)
-    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
-        try:
-            contract = point.load()
-        except Exception:  # a broken plugin is left out, not fatal
-            continue
-        if isinstance(contract, RngContract) and contract.name == point.name:
-            found.setdefault(contract.name, contract)
-    return found
-
-
-def _aliases() -> dict[str, str]:
-    return {alias: c.name for c in all_contracts().values() for alias in c.aliases}
-
-
-def contract_names() -> tuple[str, ...]:
-    """Every name a contract answers to: its own, then the aliases."""
-    return (*all_contracts(), *(a for a in _aliases() if a not in all_contracts()))
-
-
-def get_contract(name: str) -> RngContract:
-    """The contract with this name or alias; ``KeyError`` if there is none."""
-    found = all_contracts()
-    return found[name] if name in found else found[_aliases()[name]]

@@ -1,6 +1,6 @@
 """Typed errors raised by library code.
 
-Only ``specseed.cli`` turns these into a message, a hint and an exit code (``cli/errors.py``,
+Only ``specseed.cli`` turns these into a message, a hint and an exit code (``cli/error_boundary.py``,
 the one error boundary); library code raises them and never exits.
 """
 

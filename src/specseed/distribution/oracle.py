@@ -41,7 +41,7 @@ from specseed.distribution.evidence import SamplingSetup
 from specseed.traces.records import EngineConfigRecord
 
 if TYPE_CHECKING:
-    from specseed.engine_adapters.reference.model import LlamaTarget
+    from specseed.models.model import LlamaTarget
 
 __all__ = ["OracleUnavailable", "ProbabilityOracle", "SamplingSetup", "distributions", "oracle_for"]
 
@@ -198,7 +198,7 @@ class ReferenceOracle:
 
 
 def _load(checkpoint: Path | None, model_seed: int, device: str) -> LlamaTarget:
-    from specseed.engine_adapters.reference.model import LlamaTarget, build_tiny_target
+    from specseed.models.model import LlamaTarget, build_tiny_target
 
     if checkpoint is not None:
         return LlamaTarget.from_checkpoint(checkpoint, device=device)

@@ -2,9 +2,10 @@
 
 An engine is described by one :class:`EngineInfo`, everything specseed knows about it without
 importing it: its adapter as a lazy ``"module:Class"`` string, its options model as another (a
-light module: pydantic only), what it observes, the packages it needs and whose versions a
-bundle records, the environment variables that steer it, where it runs and samples (``specseed
-doctor``), and the shared engine keys that became its options. Listing engines, validating
+light module: pydantic only), its RNG contracts as a third, the loggers it writes to, what it
+observes, the packages it needs and whose versions a bundle records, the environment variables
+that steer it, where it runs and samples (``specseed doctor``), and the shared engine keys that
+became its options. Listing engines, validating
 model.yaml and generating the schema never import an adapter module, so none of them imports
 torch or an engine package.
 
@@ -27,6 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from specseed.core.contracts import RngContract
 from specseed.core.errors import EngineError, EngineUnavailable
 from specseed.traces.records import Observability
 
@@ -123,6 +125,13 @@ class EngineInfo:
     builtin_model: bool = False
     """Without ``engine.checkpoint`` it serves specseed's built-in tiny model (its
     ``model_seed`` option), which the distribution oracle can rebuild."""
+    contracts: str | None = None
+    """``"module:NAME"`` of the tuple of ``RngContract`` layouts the engine ships (a light
+    module: ``specseed.core.contracts`` only), imported only when contracts are looked up
+    (``specseed.engine_adapters.contracts``); None: none of its own."""
+    loggers: tuple[str, ...] = ()
+    """Python loggers the engine writes to in-process; their records go to the engine log
+    (``engine.log``, ``--engine-log``) during the runs."""
     source: str = "specseed"
     """Where it comes from: ``specseed`` or the distribution that registered it."""
 
@@ -134,6 +143,17 @@ class EngineInfo:
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             raise EngineError(f"engine {self.name}: {self.options} is not a pydantic model")
         return model
+
+    def engine_contracts(self) -> tuple[RngContract, ...]:
+        """The contracts the engine ships (imports a light module), or ()."""
+        if self.contracts is None:
+            return ()
+        found = _import_object(self.contracts)
+        if not (isinstance(found, tuple) and all(isinstance(c, RngContract) for c in found)):
+            raise EngineError(
+                f"engine {self.name}: {self.contracts} is not a tuple of RNG contracts"
+            )
+        return found
 
     def missing_packages(self) -> list[str]:
         """Required packages that cannot be imported here (checked without importing)."""
@@ -161,12 +181,18 @@ BUILTIN_ENGINES: tuple[str, ...] = (
 """The built-in engines, one entry each: the ``EngineInfo`` of each engine's package."""
 
 
+def get_builtin_engine(target: str) -> EngineInfo:
+    """The ``EngineInfo`` a :data:`BUILTIN_ENGINES` entry names."""
+    info: EngineInfo = _import_object(target)
+    return info
+
+
 @cache
 def engines() -> dict[str, EngineInfo]:
     """Every known engine by name: built-in first, then entry points (sorted by name)."""
     known: dict[str, EngineInfo] = {}
     for target in BUILTIN_ENGINES:
-        info = _import_object(target)
+        info = get_builtin_engine(target)
         known[info.name] = info
     for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
         if point.name in known:
@@ -229,6 +255,14 @@ def recorded_packages() -> tuple[Package, ...]:
     own = {p.module for p in SPECSEED_PACKAGES}
     extra = {p.module: p for info in engines().values() for p in info.packages}
     return (*SPECSEED_PACKAGES, *(extra[m] for m in sorted(extra) if m not in own))
+
+
+def engine_loggers() -> tuple[str, ...]:
+    """The loggers every engine writes to (each once, in engine order)."""
+    names: list[str] = []
+    for info in engines().values():
+        names.extend(name for name in info.loggers if name not in names)
+    return tuple(names)
 
 
 def recorded_environment_variables() -> tuple[tuple[str, ...], tuple[str, ...]]:

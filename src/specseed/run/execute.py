@@ -23,7 +23,6 @@ from specseed.checks.registry import (
     comparison_checks,
     run_checks,
 )
-from specseed.core.contracts import get_contract
 from specseed.core.errors import AuditInterrupted, EngineError, ScenarioError
 from specseed.engine_adapters.base import (
     EngineAdapter,
@@ -34,6 +33,7 @@ from specseed.engine_adapters.base import (
     held_within,
     plain_environment,
 )
+from specseed.engine_adapters.contracts import get_contract
 from specseed.engine_adapters.registry import load_adapter_class
 from specseed.plan.planning import PlannedScenario, engine_settings
 from specseed.run.collector import quiet_imports

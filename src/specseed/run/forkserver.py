@@ -24,7 +24,7 @@ from collections.abc import Callable
 WORKER_MODULES = (
     "torch",
     "specseed.run.execute",
-    "specseed.engine_adapters.reference.engine",
+    "specseed.engine_adapters.reference.adapter",
     "specseed.distribution.collect",
     "specseed.distribution.analysis",
     "specseed.distribution.twosample",

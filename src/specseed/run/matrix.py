@@ -20,9 +20,9 @@ from pathlib import Path
 
 from specseed.checks.attribution import root_causes
 from specseed.checks.findings import FAILING
-from specseed.core.contracts import get_contract
 from specseed.core.errors import AuditInterrupted
 from specseed.engine_adapters.base import EngineAdapter
+from specseed.engine_adapters.contracts import get_contract
 from specseed.plan.planning import PlannedScenario, plan_audit
 from specseed.run.execute import run_audit, run_audits_side_by_side
 from specseed.run.results import AuditEvent, AuditResult

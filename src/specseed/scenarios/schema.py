@@ -24,9 +24,9 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
-from specseed.core.contracts import CONTRACT_NAMES, contract_names
 from specseed.core.defects import DEFECT_IDS
 from specseed.core.wording import did_you_mean, one_of
+from specseed.engine_adapters.contracts import CONTRACT_NAMES, contract_names
 from specseed.engine_adapters.registry import engine_names
 
 UINT64_MAX = (1 << 64) - 1

@@ -80,7 +80,7 @@ def serve(
     """Serve until interrupted. Raises ``EngineError`` if the engine cannot load."""
     import uvicorn
 
-    from specseed.engine_adapters.reference.engine import ReferenceEngine
+    from specseed.engine_adapters.reference.adapter import ReferenceEngine
     from specseed.engine_adapters.reference.live import LiveEngine
     from specseed.server.app import create_app
 

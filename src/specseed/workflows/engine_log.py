@@ -5,8 +5,9 @@ handler on the stderr it found at import), torch and C++ code straight to file d
 While the runs go, descriptor 2 and ``sys.stderr`` (which engines and their progress bars
 write to) point at the log file; the context yields a stream on a copy of the terminal's
 descriptor, which the audit hands to its own consoles and progress lines, so specseed's output
-stays on the terminal while everything else lands in the file. The ``vllm``
-logger's handlers get the file as well, whichever stream they hold. Worker processes
+stays on the terminal while everything else lands in the file. The handlers of the loggers
+engines write to (``EngineInfo.loggers``: ``vllm``) get the file as well, whichever stream
+they hold. Worker processes
 (``--jobs``) inherit descriptor 2, so their engines log to the file too.
 """
 
@@ -20,10 +21,10 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TextIO
 
+from specseed.engine_adapters.registry import engine_loggers
+
 ENGINE_LOG = "engine.log"
 """The bundle's engine log file."""
-ENGINE_LOGGERS = ("vllm",)
-"""Loggers of in-process engines whose records go to the file."""
 VLLM_CONFIGURE = "VLLM_CONFIGURE_LOGGING"
 """vLLM's switch for configuring its own logger on import (``vllm/envs.py``)."""
 
@@ -79,7 +80,8 @@ def capture_engine_log(path: Path | None) -> Iterator[TextIO | None]:
     configure = os.environ.get(VLLM_CONFIGURE)
     os.environ[VLLM_CONFIGURE] = "0"
     levels = []
-    for name in ENGINE_LOGGERS:
+    # Loggers of in-process engines (EngineInfo.loggers): their records go to the file.
+    for name in engine_loggers():
         logger = logging.getLogger(name)
         moved.append((logger, list(logger.handlers), logger.propagate))
         levels.append(logger.level)

@@ -77,7 +77,7 @@ def _checkpoint(tmp_path: Path) -> Path:
     given = os.environ.get("SPECSEED_VLLM_CHECKPOINT")
     if given:
         return Path(given)
-    from specseed.engine_adapters.checkpoints import make_checkpoint
+    from specseed.models.make_checkpoint import make_checkpoint
 
     return make_checkpoint(tmp_path / "ckpt", 0).root
 

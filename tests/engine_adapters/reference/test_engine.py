@@ -9,7 +9,7 @@ import pytest
 
 from specseed.core.contracts import UNSEEDED_SEED_BASE
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
-from specseed.engine_adapters.reference.engine import ReferenceEngine
+from specseed.engine_adapters.reference.adapter import ReferenceEngine
 from specseed.engine_adapters.reference.options import ReferenceOptions
 from specseed.traces.records import RunTrace, TraceRecorder, TraceWriter, load_trace
 

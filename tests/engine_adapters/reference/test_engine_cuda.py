@@ -8,7 +8,7 @@ import pytest
 
 from specseed.checks.findings import FAILING
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
-from specseed.engine_adapters.reference.engine import ReferenceEngine
+from specseed.engine_adapters.reference.adapter import ReferenceEngine
 from specseed.plan.planning import plan_audit
 from specseed.run.execute import run_audit
 from specseed.scenarios.schema import AuditConfig, EngineConfig

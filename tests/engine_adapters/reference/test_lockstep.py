@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
-from specseed.engine_adapters.reference.engine import ReferenceEngine
+from specseed.engine_adapters.reference.adapter import ReferenceEngine
 from specseed.engine_adapters.reference.options import ReferenceOptions
 from specseed.plan.planning import plan_audit
 from specseed.scenarios.schema import AuditConfig, EngineConfig
@@ -124,7 +124,7 @@ def test_runs_side_by_side_hold_no_more_requests_at_once_than_the_budget(
     # then the third, so no more than 8 KV caches are live at once (the pool starts with 8
     # slots and doubles when a ninth is asked for). 256 runs of 4,096-request warmup batches
     # would otherwise all be held together.
-    from specseed.engine_adapters.reference import engine as engine_module
+    from specseed.engine_adapters.reference import adapter as engine_module
 
     monkeypatch.setattr(engine_module, "SIDE_BY_SIDE_REQUESTS", 8)
     fresh = ReferenceEngine(EngineSettings())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specseed.engine_adapters.checkpoints import CheckpointBundle
+from specseed.models.make_checkpoint import CheckpointBundle
 from specseed.scenarios.schema import EngineConfig
 
 

@@ -15,12 +15,12 @@ import pytest
 
 from specseed.core.errors import EngineUnavailable
 from specseed.engine_adapters.base import EngineSettings
-from specseed.engine_adapters.checkpoints import CheckpointBundle, make_checkpoint
+from specseed.models.make_checkpoint import CheckpointBundle, make_checkpoint
 
 
 def _vllm_unavailable() -> str | None:
     try:
-        from specseed.engine_adapters.vllm.engine import import_vllm
+        from specseed.engine_adapters.vllm.adapter import import_vllm
 
         import_vllm()
     except EngineUnavailable as exc:
@@ -63,7 +63,7 @@ def settings(checkpoint: CheckpointBundle) -> EngineSettings:
 
 @pytest.fixture(scope="session")
 def engine(settings: EngineSettings) -> Iterator[object]:
-    from specseed.engine_adapters.vllm.engine import VllmEngine
+    from specseed.engine_adapters.vllm.adapter import VllmEngine
 
     adapter = VllmEngine(settings)
     yield adapter

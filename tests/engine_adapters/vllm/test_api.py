@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import specseed.api as api
-from specseed.engine_adapters.checkpoints import CheckpointBundle
+from specseed.models.make_checkpoint import CheckpointBundle
 
 pytestmark = pytest.mark.vllm
 

@@ -23,8 +23,8 @@ import dataclasses
 import pytest
 import torch
 
-from specseed.core.contracts import VLLM_GENERATORS
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
+from specseed.engine_adapters.vllm.contracts import VLLM_GENERATORS
 from specseed.traces.records import TraceRecorder
 
 pytestmark = pytest.mark.vllm

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from specseed.engine_adapters.checkpoints import CheckpointBundle
+from specseed.models.make_checkpoint import CheckpointBundle
 from specseed.plan.planning import plan_audit
 from specseed.run.execute import run_audit
 from specseed.scenarios.schema import AuditConfig

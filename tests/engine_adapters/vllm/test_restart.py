@@ -60,7 +60,7 @@ def test_restarts_register_the_kernel_overrides_once_and_serve_the_same_tokens( 
 def test_a_failed_start_leaves_the_heap_unfrozen(
     engine, settings: EngineSettings, tmp_path
 ) -> None:  # type: ignore[no-untyped-def]
-    from specseed.engine_adapters.vllm.engine import VllmEngine
+    from specseed.engine_adapters.vllm.adapter import VllmEngine
 
     engine.close()  # one live engine per process
     broken = dataclasses.replace(settings, checkpoint=tmp_path, max_draft_len=0)

@@ -8,7 +8,7 @@ from specseed.traces.records import FULL_OBSERVABILITY
 
 ENGINE = EngineInfo(
     name="reference",
-    adapter="specseed.engine_adapters.reference.engine:ReferenceEngine",
+    adapter="specseed.engine_adapters.reference.adapter:ReferenceEngine",
     summary="the embedded one-model speculative decoder (CPU, or CUDA)",
     observability=FULL_OBSERVABILITY,
     options="specseed.engine_adapters.reference.options:ReferenceOptions",

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
-from specseed.engine_adapters.reference.engine import (
+from specseed.engine_adapters.reference.adapter import (
     ContinuousBatcher,
     ReferenceEngine,
     _cpu_threads,

@@ -10,9 +10,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from specseed.core.contracts import contract_names
 from specseed.core.defects import DEFECT_IDS
 from specseed.core.wording import one_of
+from specseed.engine_adapters.contracts import contract_names
 
 
 class ReferenceOptions(BaseModel):

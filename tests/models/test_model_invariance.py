@@ -13,14 +13,14 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from specseed.engine_adapters.reference import numerics
-from specseed.engine_adapters.reference.batch import RowPlan
-from specseed.engine_adapters.reference.config import LlamaConfig
-from specseed.engine_adapters.reference.draft import Eagle3DraftHead
-from specseed.engine_adapters.reference.fingerprint import fingerprint
-from specseed.engine_adapters.reference.numerics import attention, linear, silu
-from specseed.engine_adapters.reference.target import LlamaTarget
-from specseed.engine_adapters.reference.tiny import TINY_MODEL
+from specseed.models import numerics
+from specseed.models.batch import RowPlan
+from specseed.models.config import LlamaConfig
+from specseed.models.draft import Eagle3DraftHead
+from specseed.models.fingerprint import fingerprint
+from specseed.models.numerics import attention, linear, silu
+from specseed.models.target import LlamaTarget
+from specseed.models.tiny import TINY_MODEL
 
 VOCAB = TINY_MODEL.config.vocab_size
 

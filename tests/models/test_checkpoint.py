@@ -12,11 +12,11 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from specseed.core.errors import EngineError, InputError
-from specseed.engine_adapters.reference.config import Eagle3DraftConfig, LlamaConfig
-from specseed.engine_adapters.reference.draft import Eagle3DraftHead
-from specseed.engine_adapters.reference.seeded import uniform
-from specseed.engine_adapters.reference.target import LlamaTarget
-from specseed.engine_adapters.reference.tiny import TINY_MODEL
+from specseed.models.config import Eagle3DraftConfig, LlamaConfig
+from specseed.models.draft import Eagle3DraftHead
+from specseed.models.seeded import uniform
+from specseed.models.target import LlamaTarget
+from specseed.models.tiny import TINY_MODEL
 
 SMALL = LlamaConfig(
     vocab_size=60,

@@ -15,17 +15,17 @@ Numerics are batch-invariant on the CPU (numerics.py explains how and why).
 
 from __future__ import annotations
 
-from specseed.engine_adapters.reference.config import Eagle3DraftConfig, LlamaConfig, RopeScaling
-from specseed.engine_adapters.reference.draft import DerivedInit, DraftOutput, Eagle3DraftHead
-from specseed.engine_adapters.reference.fingerprint import fingerprint, fingerprints
-from specseed.engine_adapters.reference.kv_cache import KVCache
-from specseed.engine_adapters.reference.target import (
+from specseed.models.config import Eagle3DraftConfig, LlamaConfig, RopeScaling
+from specseed.models.draft import DerivedInit, DraftOutput, Eagle3DraftHead
+from specseed.models.fingerprint import fingerprint, fingerprints
+from specseed.models.kv_cache import KVCache
+from specseed.models.target import (
     LlamaTarget,
     RandomInit,
     TargetOutput,
     default_capture_layers,
 )
-from specseed.engine_adapters.reference.tiny import (
+from specseed.models.tiny import (
     TINY_MODEL,
     TinyModelSpec,
     build_tiny_draft,

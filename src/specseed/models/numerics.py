@@ -29,7 +29,7 @@ of its own inputs alone. The remaining pieces follow the same rule:
   library for every element;
 - RoPE angles come from a table built once, so a position's cos/sin never depend on the call.
 
-The tests in tests/engine_adapters/reference/test_model_invariance.py hold this to
+The tests in tests/models/test_model_invariance.py hold this to
 ``torch.equal`` across batch sizes, rows, chunkings and thread counts.
 
 What this does not give is the same bits on another machine: sums group their terms by SIMD
@@ -45,7 +45,7 @@ import os
 
 import torch
 
-from specseed.engine_adapters.reference.config import RopeScaling
+from specseed.models.config import RopeScaling
 
 PRODUCT_BUDGET = 1 << 20
 """Elements of one broadcast product. Bigger products are computed in row blocks: a fresh

@@ -16,9 +16,9 @@ from collections import Counter
 import pytest
 import torch
 
-from specseed.engine_adapters.reference.draft import Eagle3DraftHead
-from specseed.engine_adapters.reference.target import LlamaTarget
-from specseed.engine_adapters.reference.tiny import TINY_MODEL
+from specseed.models.draft import Eagle3DraftHead
+from specseed.models.target import LlamaTarget
+from specseed.models.tiny import TINY_MODEL
 
 K = 3
 

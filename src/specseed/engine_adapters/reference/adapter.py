@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specseed.core.contracts import EventKind, get_contract
+from specseed.core.contracts import EventKind
 from specseed.core.errors import EngineError
 from specseed.core.version import __version__
 from specseed.engine_adapters.base import (
@@ -39,6 +39,7 @@ from specseed.engine_adapters.base import (
     options_of,
     warmup_requests,
 )
+from specseed.engine_adapters.contracts import get_contract
 from specseed.engine_adapters.reference import sampler
 from specseed.engine_adapters.reference.info import ENGINE
 from specseed.engine_adapters.reference.lockstep import (
@@ -47,20 +48,20 @@ from specseed.engine_adapters.reference.lockstep import (
     serve_alone,
     serve_side_by_side,
 )
-from specseed.engine_adapters.reference.model import (
-    Eagle3DraftHead,
-    KVCache,
-    LlamaTarget,
-    build_tiny_draft,
-    build_tiny_target,
-    fingerprints,
-)
 from specseed.engine_adapters.reference.options import ReferenceOptions
 from specseed.engine_adapters.reference.rng_assignment import (
     AssignedState,
     EventRequest,
     RngAssigner,
     RngBuffers,
+)
+from specseed.models.model import (
+    Eagle3DraftHead,
+    KVCache,
+    LlamaTarget,
+    build_tiny_draft,
+    build_tiny_target,
+    fingerprints,
 )
 from specseed.sampling.backend import make_backend
 from specseed.traces.records import (

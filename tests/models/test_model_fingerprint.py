@@ -7,7 +7,7 @@ import hashlib
 import pytest
 import torch
 
-from specseed.engine_adapters.reference.fingerprint import fingerprint, fingerprints
+from specseed.models.fingerprint import fingerprint, fingerprints
 
 
 def test_fingerprint_is_blake2b_of_the_little_endian_float32_bytes() -> None:

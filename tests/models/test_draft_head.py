@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from specseed.core.errors import EngineError
-from specseed.engine_adapters.reference.config import Eagle3DraftConfig, LlamaConfig
-from specseed.engine_adapters.reference.draft import Eagle3DraftHead, expected_shapes
-from specseed.engine_adapters.reference.seeded import uniform
-from specseed.engine_adapters.reference.target import LlamaTarget, default_capture_layers
-from specseed.engine_adapters.reference.tiny import TINY_MODEL
+from specseed.models.config import Eagle3DraftConfig, LlamaConfig
+from specseed.models.draft import Eagle3DraftHead, expected_shapes
+from specseed.models.seeded import uniform
+from specseed.models.target import LlamaTarget, default_capture_layers
+from specseed.models.tiny import TINY_MODEL
 
 SMALL = LlamaConfig(
     vocab_size=70,

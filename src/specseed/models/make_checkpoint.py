@@ -9,7 +9,7 @@ The directory it writes is what engines load, in the Hugging Face layout:
   to ``layers.0.`` in ``vllm/model_executor/models/llama_eagle3.py``), and
   ``eagle_config.eagle_aux_hidden_state_layer_ids`` in vLLM's numbering.
 
-The weights are the reference engine's seeded tiny model (``engine_adapters.reference``), at a
+The weights are the reference engine's seeded tiny model (``models.tiny``), at a
 size every engine accepts: vLLM's CPU attention backend needs ``head_dim >= 32`` (vLLM 0.32.0),
 so the model has 2 query heads and 1 KV head of width 32 over a hidden size of 64; the rest is
 the built-in tiny model (vocabulary 512, 4 layers, SwiGLU 128). Everything is a function of
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specseed.core.errors import InputError
-from specseed.engine_adapters.reference.config import LlamaConfig
-from specseed.engine_adapters.reference.tiny import TinyModelSpec
+from specseed.models.config import LlamaConfig
+from specseed.models.tiny import TinyModelSpec
 
 CHECKPOINT_MODEL = TinyModelSpec(
     config=LlamaConfig(
@@ -75,7 +75,7 @@ def make_checkpoint(directory: Path, seed: int = 0, *, force: bool = False) -> C
     at the end, so a crash midway leaves no half-written checkpoint (that would then demand
     ``--force``).
     """
-    from specseed.engine_adapters.checkpoints.tokenizer import write_tokenizer
+    from specseed.models.tokenizer import write_tokenizer
 
     root = Path(directory)
     if seed < 0:

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import torch
 
 from specseed.core.errors import EngineError
-from specseed.engine_adapters.reference.kv_cache import KVCache, KVPool
-from specseed.engine_adapters.reference.numerics import apply_rope, attention, key_span
+from specseed.models.kv_cache import KVCache, KVPool
+from specseed.models.numerics import apply_rope, attention, key_span
 
 
 @dataclass(frozen=True)

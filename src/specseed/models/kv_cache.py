@@ -20,7 +20,7 @@ import weakref
 import torch
 
 from specseed.core.errors import EngineError
-from specseed.engine_adapters.reference.numerics import key_span
+from specseed.models.numerics import key_span
 
 
 class KVPool:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from specseed.engine_adapters.reference.config import LlamaConfig, RopeScaling
-from specseed.engine_adapters.reference.target import LlamaTarget
+from specseed.models.config import LlamaConfig, RopeScaling
+from specseed.models.target import LlamaTarget
 
 transformers = pytest.importorskip(
     "transformers", reason="needs transformers (the test extra): pip install -e '.[test]'"

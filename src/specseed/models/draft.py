@@ -40,19 +40,19 @@ from pathlib import Path
 import torch
 
 from specseed.core.errors import EngineError
-from specseed.engine_adapters.reference import checkpoint
-from specseed.engine_adapters.reference.batch import AttentionShape, RowPlan, self_attention
-from specseed.engine_adapters.reference.config import Eagle3DraftConfig
-from specseed.engine_adapters.reference.kv_cache import KVCache, KVPool
-from specseed.engine_adapters.reference.numerics import (
+from specseed.models import checkpoint
+from specseed.models.batch import AttentionShape, RowPlan, self_attention
+from specseed.models.config import Eagle3DraftConfig
+from specseed.models.kv_cache import KVCache, KVPool
+from specseed.models.numerics import (
     linear,
     rms_norm,
     rope_inv_freq,
     rope_table,
     silu,
 )
-from specseed.engine_adapters.reference.seeded import uniform
-from specseed.engine_adapters.reference.target import LlamaTarget
+from specseed.models.seeded import uniform
+from specseed.models.target import LlamaTarget
 
 
 @dataclass(frozen=True, eq=False)

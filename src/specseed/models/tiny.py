@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specseed.engine_adapters.reference.config import LlamaConfig
-from specseed.engine_adapters.reference.draft import DerivedInit, Eagle3DraftHead
-from specseed.engine_adapters.reference.target import LlamaTarget, RandomInit
+from specseed.models.config import LlamaConfig
+from specseed.models.draft import DerivedInit, Eagle3DraftHead
+from specseed.models.target import LlamaTarget, RandomInit
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ Measured on the 2-core development machine (torch 2.13 CPU), model_seed 0-3:
 
 - next-token distribution at temperature 1 along sampled sequences: mean entropy 2.17 nats
   (uniform would be 6.24), perplexity 8.8, mean top-1 probability 0.44;
-- acceptance with K = 3 (tests/engine_adapters/reference/test_draft_acceptance.py, 4 seeds x
+- acceptance with K = 3 (tests/models/test_draft_acceptance.py, 4 seeds x
   8 requests x 32 tokens; fraction of iterations with 0 / 1-2 / 3 drafts accepted):
   greedy 0.50 / 0.39 / 0.11, temperature 0.8 0.40 / 0.40 / 0.20, temperature 1.0
   0.35 / 0.41 / 0.25;

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specseed.core.contracts import VLLM_GENERATORS
 from specseed.core.errors import EngineError, EngineUnavailable
 from specseed.core.version import __version__
 from specseed.engine_adapters.base import (
@@ -50,6 +49,7 @@ from specseed.engine_adapters.base import (
     options_of,
     warmup_requests,
 )
+from specseed.engine_adapters.vllm.contracts import VLLM_GENERATORS
 from specseed.engine_adapters.vllm.info import ENGINE
 from specseed.engine_adapters.vllm.options import VllmOptions
 from specseed.traces.records import (
@@ -331,7 +331,7 @@ class VllmEngine(EngineAdapter):
 
     def _vocab(self) -> int:
         if self._vocab_size is None:
-            from specseed.engine_adapters.reference.checkpoint import config_vocab_size
+            from specseed.models.checkpoint import config_vocab_size
 
             self._vocab_size = config_vocab_size(Path(str(self.settings.checkpoint)))
         return self._vocab_size

@@ -7,15 +7,15 @@ from collections import Counter
 from collections.abc import Iterator
 
 from specseed.checks.context import CheckContext
-from specseed.checks.evidence import (
+from specseed.checks.findings import EventState, Finding, Suspect
+from specseed.checks.registry import run_check
+from specseed.checks.suspects import merge, seed_suspects
+from specseed.checks.trace_evidence import (
     event_state,
     follows_contract,
     sampled_without_events,
     unrecorded_reason,
 )
-from specseed.checks.findings import EventState, Finding, Suspect
-from specseed.checks.registry import run_check
-from specseed.checks.suspects import merge, seed_suspects
 from specseed.core.contracts import RngContract
 from specseed.core.seeds import fmt_seed
 from specseed.core.wording import plural

@@ -18,18 +18,18 @@ from pathlib import Path
 import torch
 
 from specseed.core.errors import EngineError
-from specseed.engine_adapters.reference import checkpoint
-from specseed.engine_adapters.reference.batch import AttentionShape, RowPlan, self_attention
-from specseed.engine_adapters.reference.config import LlamaConfig
-from specseed.engine_adapters.reference.kv_cache import KVCache, KVPool
-from specseed.engine_adapters.reference.numerics import (
+from specseed.models import checkpoint
+from specseed.models.batch import AttentionShape, RowPlan, self_attention
+from specseed.models.config import LlamaConfig
+from specseed.models.kv_cache import KVCache, KVPool
+from specseed.models.numerics import (
     linear,
     rms_norm,
     rope_inv_freq,
     rope_table,
     silu,
 )
-from specseed.engine_adapters.reference.seeded import perturbed_ones, uniform
+from specseed.models.seeded import perturbed_ones, uniform
 
 DEFAULT_MAX_SEQ_LEN = 512
 """KV capacity when the caller names none (capped by ``max_position_embeddings``). Attention
