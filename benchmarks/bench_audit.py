@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from perf_page import add_write_docs, docs_section
+
 from specseed.checks.context import CheckContext
 from specseed.checks.registry import run_checks
 from specseed.engine_adapters.contracts import get_contract
@@ -39,8 +41,6 @@ from specseed.run.execute import create_adapter, run_audit
 from specseed.scenarios.loader import parse_scenario
 from specseed.scenarios.schema import AuditConfig, EngineConfig
 from specseed.traces.records import RunTrace, TraceRecorder
-
-from perf_page import add_write_docs, docs_section
 
 MAX_TOKENS = 4
 PER_SCENARIO = 100

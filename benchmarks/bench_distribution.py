@@ -30,19 +30,18 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
+from perf_page import add_write_docs, docs_section
 
 from specseed.checks.context import CheckContext
 from specseed.checks.distribution import distribution
-from specseed.engine_adapters.contracts import get_contract
 from specseed.distribution import oracle as oracle_module
 from specseed.distribution.evidence import parse_evidence
+from specseed.engine_adapters.contracts import get_contract
 from specseed.plan.planning import PlannedScenario, base_settings, plan_audit, plan_run
 from specseed.run.execute import run_audit
 from specseed.run.results import AuditResult
 from specseed.scenarios.loader import LoadedScenario
 from specseed.scenarios.schema import AuditConfig, EngineConfig, Scenario
-
-from perf_page import add_write_docs, docs_section
 
 
 def _audit(config: AuditConfig, scenario: Scenario | None = None) -> AuditResult:

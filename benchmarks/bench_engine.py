@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
+from perf_page import add_write_docs, docs_section
 
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
 from specseed.engine_adapters.reference.adapter import ReferenceEngine
@@ -30,8 +31,6 @@ from specseed.run.execute import run_audit
 from specseed.scenarios.schema import AuditConfig
 from specseed.traces.records import TraceRecorder
 from specseed.workflows.matrix import run_matrix
-
-from perf_page import add_write_docs, docs_section
 
 MAX_TOKENS = 64
 

@@ -46,11 +46,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
+from perf_page import add_write_docs, docs_section
 
 from specseed.sampling.backend import FlashinferBackend, make_backend
 from specseed.taps.flashinfer_tap import FlashinferTap
-
-from perf_page import add_write_docs, docs_section
 
 
 def per_call_ms(fn: Callable[[], object], iters: int, warmup: int = 3) -> float:

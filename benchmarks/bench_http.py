@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+from perf_page import add_write_docs, docs_section
 
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
 from specseed.engine_adapters.openai.adapter import OpenAIEngine
@@ -39,8 +40,6 @@ from specseed.engine_adapters.openai.client import completion_body
 from specseed.engine_adapters.openai.options import OpenAIOptions
 from specseed.engine_adapters.openai.traffic import _sampling
 from specseed.traces.records import TraceRecorder
-
-from perf_page import add_write_docs, docs_section
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 MAX_TOKENS = 16

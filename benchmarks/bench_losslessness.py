@@ -28,14 +28,14 @@ import random
 import time
 from pathlib import Path
 
+from perf_page import add_write_docs, docs_section
+
 from specseed.checks.findings import Finding
 from specseed.distribution.twosample import TwoSampleGroup, analyse
 from specseed.plan.planning import PlannedScenario, base_settings, plan_run
 from specseed.run.execute import run_audit
 from specseed.scenarios.loader import LoadedScenario, load_library_scenario
 from specseed.scenarios.schema import AuditConfig
-
-from perf_page import add_write_docs, docs_section
 
 
 def _sequences(rng: random.Random, n: int) -> tuple[tuple[int, ...], ...]:

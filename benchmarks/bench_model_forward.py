@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 
 import torch
+from perf_page import add_write_docs, docs_section
 
 from specseed.models.model import (
     TINY_MODEL,
@@ -23,8 +24,6 @@ from specseed.models.model import (
     KVCache,
     LlamaTarget,
 )
-
-from perf_page import add_write_docs, docs_section
 
 PREFILL = list(range(3, 19))
 

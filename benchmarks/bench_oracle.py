@@ -35,13 +35,12 @@ import math
 import time
 
 import torch
+from perf_page import add_write_docs, docs_section
 
 from specseed.distribution import analysis, collect, oracle, stats
 from specseed.models import numerics
 from specseed.models.config import LlamaConfig
 from specseed.models.target import LlamaTarget, expected_shapes
-
-from perf_page import add_write_docs, docs_section
 
 SHAPES = {
     "1b": LlamaConfig(

@@ -17,11 +17,10 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+from perf_page import add_write_docs, docs_section
 
 import specseed.sampling as sampling
 from specseed.rng import philox_words
-
-from perf_page import add_write_docs, docs_section
 
 
 def best_seconds(fn: Callable[[], object], min_time: float, repeats: int = 5) -> float:

@@ -24,14 +24,14 @@ from specseed.engine_adapters.trtllm.config import (
     sampling_kwargs,
     tree_budget,
 )
-from specseed.engine_adapters.trtllm.options import TrtllmOptions
-from specseed.engine_adapters.trtllm.tap_trace import (
+from specseed.engine_adapters.trtllm.observe import (
     UnattributableCalls,
     calls_from_json,
     calls_to_json,
     steps_from_tap,
     tap_observability,
 )
+from specseed.engine_adapters.trtllm.options import TrtllmOptions
 from specseed.scenarios.loader import load_library_scenario
 from specseed.taps.flashinfer_tap import TapCall
 from specseed.traces.records import (

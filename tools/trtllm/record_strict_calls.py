@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from specseed import sampling
-from specseed.engine_adapters.trtllm.tap_trace import calls_to_json
+from specseed.engine_adapters.trtllm.observe import calls_to_json
 from specseed.taps.flashinfer_tap import FlashinferTap
 
 K = 2

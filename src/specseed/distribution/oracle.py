@@ -68,7 +68,7 @@ class ProbabilityOracle(Protocol):
 
 def distributions(logits: torch.Tensor, setup: SamplingSetup) -> torch.Tensor:
     """Rows of float64 probabilities after temperature and the joint top-k/top-p filter."""
-    from specseed.engine_adapters.reference.sampler import filter_probs
+    from specseed.sampling.distributions import filter_probs
 
     probs = torch.softmax(logits.to(torch.float64) / setup.temperature, dim=-1)
     return filter_probs(probs, setup.top_k, setup.top_p)

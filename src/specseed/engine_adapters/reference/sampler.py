@@ -15,8 +15,11 @@ import torch
 
 from specseed.engine_adapters.reference.rng_assignment import AssignedState, int64_bits
 from specseed.sampling.backend import CpuBackend, SamplingBackend
+from specseed.sampling.distributions import filter_probs, probs_from_logits
 
 CPU_BACKEND = CpuBackend()
+
+__all__ = ["filter_probs", "probs_from_logits"]  # the engine reaches them through this module
 
 
 @dataclass(frozen=True)
@@ -29,38 +32,6 @@ class KernelResult:
     draws: list[int]
     subsequences: list[int]
     """The Philox subsequence each row used (explicit, or the kernel row)."""
-
-
-def probs_from_logits(logits: torch.Tensor, temperatures: Sequence[float]) -> torch.Tensor:
-    """Softmax of ``logits / T`` per row, in float32 (T > 0)."""
-    scale = torch.tensor(list(temperatures), dtype=torch.float32).unsqueeze(-1)
-    return torch.softmax(logits.float() / scale, dim=-1)
-
-
-def filter_probs(probs: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
-    """The distribution flashinfer's joint top-k/top-p kernel samples from, renormalised.
-
-    The kernel accepts token t when fewer than k tokens are strictly more probable than t
-    and their mass is below top_p; ties at the boundary are all kept. Rejection sampling
-    needs this distribution explicitly, for the target and for the draft.
-    """
-    vocab = probs.shape[-1]
-    if (top_k <= 0 or top_k >= vocab) and top_p >= 1.0:
-        return probs
-    sorted_desc, _ = torch.sort(probs, dim=-1, descending=True)
-    ascending_neg = (-sorted_desc).contiguous()
-    # Tokens strictly more probable than each token: the first index of its value in the
-    # descending order.
-    greater_count = torch.searchsorted(ascending_neg, (-probs).contiguous(), right=False)
-    mass_prefix = torch.cumsum(sorted_desc, dim=-1) - sorted_desc
-    greater_mass = torch.gather(mass_prefix, -1, greater_count.clamp(max=vocab - 1))
-    keep = torch.ones_like(probs, dtype=torch.bool)
-    if 0 < top_k < vocab:
-        keep &= greater_count < top_k
-    if top_p < 1.0:
-        keep &= greater_mass < top_p
-    filtered = torch.where(keep, probs, torch.zeros_like(probs))
-    return filtered / filtered.sum(dim=-1, keepdim=True)
 
 
 def _state_tensors(

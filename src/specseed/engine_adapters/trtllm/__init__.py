@@ -3,6 +3,6 @@ TensorRT-LLM's ``LLM`` and ``SamplingParams`` arguments, the conversion of flash
 records into trace steps, and the adapter itself.
 
 ``options`` and ``config`` are light (pydantic only) so that listing engines and validating
-model.yaml never import torch or tensorrt_llm; ``tap_trace`` needs torch (the tap); only
+model.yaml never import torch or tensorrt_llm; ``observe`` needs torch (the tap); only
 ``adapter`` imports tensorrt_llm, lazily, when an audit uses this engine.
 """

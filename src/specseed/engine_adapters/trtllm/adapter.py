@@ -4,7 +4,7 @@ observed through the flashinfer tap.
 NEVER EXECUTED HERE: TensorRT-LLM cannot be installed on the machines this was written on
 (PyPI hosts a placeholder; the wheels come from NVIDIA's index). What runs on the CPU is what
 this module is made of: the options model, ``config`` (model.yaml to ``LLM`` and
-``SamplingParams`` arguments), ``tap_trace`` (tap records to steps, tested on recorded tap
+``SamplingParams`` arguments), ``observe`` (tap records to steps, tested on recorded tap
 data) and the failure when the package is missing. API names are checked against
 TensorRT-LLM's source (see ``config``); ``TLLM_WORKER_USE_SINGLE_PROCESS=1`` keeps the
 executor worker in this process, where the tap is (the default spawns an MPI worker the tap
@@ -14,7 +14,7 @@ A run: the engine is built once per distinct ``LLM`` configuration (CUDA graphs 
 tapping), the tap is installed after construction, then warmup (all warmup requests submitted
 at once, a burst above ``max_num_requests`` if the scenario asks), prior traffic and the
 scenario's requests each go through one ``LLM.generate`` call. The tap's calls of each phase
-become steps where they can be attributed (``tap_trace``); otherwise the run says steps are
+become steps where they can be attributed (``observe``); otherwise the run says steps are
 not observed.
 """
 
@@ -108,7 +108,7 @@ class TrtllmEngine(EngineAdapter):
         return problems
 
     def observes(self, plan: RunPlan) -> Observability:
-        from specseed.engine_adapters.trtllm.tap_trace import tap_observability
+        from specseed.engine_adapters.trtllm.observe import tap_observability
 
         options = options_of(plan.settings, TrtllmOptions)
         return tap_observability(
@@ -165,7 +165,7 @@ class TrtllmEngine(EngineAdapter):
             raise EngineError(f"tensorrt_llm.LLM could not start: {exc}") from exc
 
     def serve(self, plan: RunPlan, recorder: TraceRecorder) -> Mapping[str, tuple[int, ...]]:
-        from specseed.engine_adapters.trtllm.tap_trace import UnattributableCalls, steps_from_tap
+        from specseed.engine_adapters.trtllm.observe import UnattributableCalls, steps_from_tap
         from specseed.taps.flashinfer_tap import FlashinferTap
 
         observes = self.observes(plan)
