@@ -74,3 +74,11 @@ def test_a_server_url_audits_engine_openai(tmp_path: Path) -> None:
 
 def test_the_package_reexports_the_api_lazily() -> None:
     assert specseed.Report is api.Report and specseed.load_config is api.load_config
+
+
+def test_load_config_of_a_dict_names_the_key_and_the_fix() -> None:
+    with pytest.raises(ScenarioError) as caught:
+        api.load_config({"engine": {"name": "reference", "max_draft_lenn": 3}})
+    message = str(caught.value)
+    assert "engine.max_draft_lenn: unknown key 'max_draft_lenn'" in message
+    assert "Did you mean 'max_draft_len'?" in message

@@ -159,29 +159,18 @@ class Report:
 
 def load_config(source: Source = None) -> AuditConfig:
     """An ``AuditConfig`` from a model.yaml path, a dict or an ``AuditConfig`` (None: the
-    default). Raises ``ScenarioError`` with every problem found."""
+    default): the engine section, its options and the checks validated as an audit validates
+    them (``plan.resolve.resolve_audit``; the scenarios it names are validated when it is
+    audited). Raises ``ScenarioError`` with every problem found, each with its key and a
+    did-you-mean."""
+    from specseed.plan.resolve import resolve_audit
     from specseed.scenarios.schema import AuditConfig
 
     if source is None:
         return AuditConfig()
     if isinstance(source, AuditConfig):
         return source
-    if isinstance(source, (str, Path)):
-        from specseed.checks import CHECKS
-        from specseed.scenarios.loader import load_audit_config
-
-        return load_audit_config(Path(source), check_ids=CHECKS)
-    if isinstance(source, Mapping):
-        from pydantic import ValidationError
-
-        try:
-            return AuditConfig.model_validate(dict(source))
-        except ValidationError as exc:
-            problems = [
-                f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors()
-            ]
-            raise ScenarioError("the audit config does not validate", problems=problems) from None
-    raise InputError(f"cannot audit a {type(source).__name__}: give a path, a dict or AuditConfig")
+    return resolve_audit(source, scenarios=False).config
 
 
 def server_config(base_url: str, model: str | None = None, **options: Any) -> AuditConfig:
@@ -264,7 +253,8 @@ def audit(
             else {"base_url": engine}
         )
         engine_section = {**base.engine.model_dump(mode="json"), "name": "openai", "options": opts}
-        config = load_config({**base.model_dump(mode="json"), "engine": engine_section})
+        with_server = {**base.model_dump(mode="json"), "engine": engine_section}
+        config = resolve_audit(with_server, base_dir=resolved.base_dir).config
     else:
         config = resolved.config
         if engine is not None:
