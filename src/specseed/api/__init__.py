@@ -218,15 +218,16 @@ def audit(
     """Run one audit and return its :class:`Report`.
 
     ``source``: a model.yaml path, an ``AuditConfig`` or its dict, or None (reference engine,
-    built-in library); or what ``plan.resolve.resolve_audit`` made of one (not read again). ``engine``: an adapter object to run on instead of loading the
-    one the config names (each run's settings still come from the config's plans, which the
-    adapter serves), or a server URL (the config's
-    engine becomes ``openai`` at that URL). ``scenarios``: only these, by name. ``checks``:
-    only these check ids (the others are reported as skip). ``bundle``, ``json``, ``junit``:
-    files to write, as the CLI's flags. ``reports``: more report files by format, as
-    ``--report FORMAT=PATH`` (``{"junit": "junit.xml"}``; ``json=`` and ``junit=`` are the
-    same as ``reports={"json": ...}`` and ``{"junit": ...}``). ``terminal``: print the Rich report. ``on_event``:
-    called with every ``AuditEvent``, the last being ``AuditFinished``.
+    built-in library); or what ``plan.resolve.resolve_audit`` made of one (not read again).
+    ``engine``: an adapter object to run on instead of loading the one the config names
+    (each run's settings still come from the config's plans, which the adapter serves), or a
+    server URL (the config's engine becomes ``openai`` at that URL). ``scenarios``: only
+    these, by name. ``checks``: only these check ids (the others are reported as skip).
+    ``bundle``, ``json``, ``junit``: files to write, as the CLI's flags. ``reports``: more
+    report files by format, as ``--report FORMAT=PATH`` (``{"junit": "junit.xml"}``;
+    ``json=`` and ``junit=`` are the same as ``reports={"json": ...}`` and
+    ``{"junit": ...}``). ``terminal``: print the Rich report. ``on_event``: called with every
+    ``AuditEvent``, the last being ``AuditFinished``.
     """
     from specseed.plan.resolve import ResolvedAudit, resolve_audit
     from specseed.workflows.audit import Audit
