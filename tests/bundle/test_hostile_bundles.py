@@ -100,10 +100,10 @@ def test_reusing_a_bundle_folder_needs_force_and_keeps_minimal(bundle: Path) -> 
     (bundle / "mine" / "minimal.yaml").write_text(SCENARIO)
     out = bundle.parent / "replayed"
     first = invoke("replay", str(bundle), "--bundle", str(out))
-    assert first.exit_code == 0, first.output
+    assert first.exit_code == 1, first.output  # the replay's audit fails, as recorded
     _refused(invoke("replay", str(bundle), "--bundle", str(out)), "--force")
     again = invoke("replay", str(bundle), "--bundle", str(out), "--force")
-    assert again.exit_code == 0, again.output
+    assert again.exit_code == 1, again.output
     assert "removed the earlier bundle" in again.output
     assert (bundle / "mine" / "minimal.yaml").exists()
 
@@ -280,7 +280,7 @@ def test_replay_with_the_users_own_model_runs_that_engine(bundle: Path, tmp_path
         mine = tmp_path / "mine.model.yaml"
         mine.write_text("engine:\n  options:\n    defects: [row0-seed]\nscenarios: [uptime]\n")
         result = invoke("replay", str(bundle), "--model", str(mine))
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # row0-seed again: the replay's audit fails
     assert seen == []
 
 

@@ -68,8 +68,11 @@ def test_audit_bundle_minimize_report_replay(tmp_path: Path) -> None:
     assert "row0-seed" in report.output.splitlines()[0]
 
     same = invoke("replay", str(bundle))
-    assert same.exit_code == 0, same.output
+    assert same.exit_code == 1, same.output  # it reproduces the recording: the audit fails
     assert "SAME" in same.output
+    assert "the audit fails and the replay reproduces the recording (exit 1)" in " ".join(
+        same.output.split()
+    )
     clean = tmp_path / "clean.yaml"
     clean.write_text("scenarios: [builtin]\n")  # its scenarios are ignored: the bundle's run
     fixed = invoke("replay", str(bundle), "--model", str(clean))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -120,8 +121,9 @@ def test_json_report_carries_verdict_findings_and_suspects(result: AuditResult) 
 
 def test_junit_counts_failures(result: AuditResult) -> None:
     root = ET.fromstring(render_junit(result))
-    # Three failing findings, and the one root cause they rest on (issue 19).
-    assert root.get("failures") == "4"
+    # Three failing findings, as the console counts them; the one root cause they rest on
+    # (issue 19) is its own suite, outside the totals and saying so.
+    assert root.get("failures") == "3"
     [suite] = [s for s in root.iter("testsuite") if s.get("name") == "root-causes"]
     [cause] = list(suite.iter("testcase"))
     assert cause.get("name") == "overlap-window-reuse"
@@ -129,6 +131,32 @@ def test_junit_counts_failures(result: AuditResult) -> None:
     assert body is not None and body.text and "overlap-invariance[" in body.text
     names = [case.get("name") for case in root.iter("testcase")]
     assert "overlap-invariance[overlap-off,overlap-on]" in names
+
+
+def _console_tally(result: AuditResult) -> dict[str, int]:
+    console = Console(width=200, record=True, color_system=None, force_terminal=False)
+    render_report(result, console, exit_code=1, summary=True)
+    last = console.export_text().strip().splitlines()[-1]
+    return {status: int(n) for n, status in re.findall(r"(\d+) ([a-z-]+)", last.split(":")[1])}
+
+
+def test_junit_totals_are_the_consoles_and_the_root_cause_suite_says_it_is_not_counted(
+    result: AuditResult,
+) -> None:
+    tally = _console_tally(result)
+    root = ET.fromstring(render_junit(result))
+    assert int(root.get("tests", "")) == sum(tally.values())
+    assert int(root.get("failures", "")) == tally.get("fail", 0)
+    assert int(root.get("skipped", "")) == tally.get("skip", 0) + tally.get("known-limitation", 0)
+    [suite] = [s for s in root.iter("testsuite") if s.get("name") == "root-causes"]
+    counted = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert "not counted" in counted["specseed.counts"]
+
+
+def test_json_summary_is_the_consoles_tally(result: AuditResult) -> None:
+    data = json.loads(render_json(result, exit_code=1))
+    tally = _console_tally(result)
+    assert {k: v for k, v in data["summary"].items() if v} == tally
 
 
 def test_verdict_table_of_every_check_reads_at_80_columns(result: AuditResult) -> None:

@@ -5,6 +5,7 @@ through ``specseed replay``."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 from pathlib import Path
 
@@ -83,3 +84,27 @@ def test_an_interrupt_during_replay_exits_130_and_the_bundle_says_so(
     assert manifest["status"] == "interrupted by SIGINT" and manifest["exit_code"] == 130
     last = events[-1]
     assert isinstance(last, AuditFinished) and last.exit_code == 130
+
+
+def test_a_replay_exits_with_the_code_its_last_line_prints(tmp_path: Path) -> None:
+    """The replay of a failing audit reproduces the recording: the replay's audit fails, so
+    the command exits 1 (it exited 0 while printing "(exit 1)"), and its last line says why."""
+    (tmp_path / "mine.yaml").write_text(SCENARIO)
+    model = tmp_path / "model.yaml"
+    model.write_text("engine: {options: {defects: [row0-seed]}}\nscenarios: [mine.yaml]\n")
+    failing = tmp_path / "b"
+    audit = invoke("audit", str(model), "--no-progress", "--summary", "--bundle", str(failing))
+    assert audit.exit_code == 1, audit.output
+    result = invoke("replay", str(failing))
+    assert result.exit_code == 1, result.output
+    printed = re.findall(r"\(exit (\d+)\)", result.output)
+    assert printed and {int(code) for code in printed} == {1}, result.output
+    last = " ".join(result.output.strip().splitlines()[-1].split())
+    assert last.startswith("replay: FAIL"), result.output
+    assert "the audit fails" in last and "reproduces the recording" in last
+
+
+def test_a_passing_replay_that_reproduces_the_recording_exits_0(recorded: Path) -> None:
+    result = invoke("replay", str(recorded))
+    assert result.exit_code == 0, result.output
+    assert set(re.findall(r"\(exit (\d+)\)", result.output)) == {"0"}, result.output

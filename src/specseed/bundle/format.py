@@ -58,6 +58,7 @@ from specseed.core.secrets import (  # noqa: F401 - re-exported
 )
 from specseed.core.text import printable
 from specseed.core.version import __version__
+from specseed.core.wording import plural
 from specseed.distribution.evidence import DistributionEvidence
 from specseed.engine_adapters.base import EngineSettings
 from specseed.run.results import AuditEvent, AuditResult, ScenarioChecked, ScenarioResult
@@ -559,13 +560,66 @@ class Bundle:
     def contract(self) -> str:
         return self.manifest.contract or self.config.engine.contract
 
+    @property
+    def interrupted(self) -> str | None:
+        """The signal the manifest says stopped the audit (``SIGINT``, ``SIGTERM``), or None."""
+        status = self.manifest.status or ""
+        prefix = "interrupted by "
+        return (status[len(prefix) :] or None) if status.startswith(prefix) else None
+
+    @property
+    def unfinished(self) -> tuple[str, ...]:
+        """Scenarios the audit did not finish: a planned run without a trace, or no findings
+        (its checks never ran). Nothing the bundle holds vouches for them."""
+        return tuple(
+            item.name
+            for item in self.scenarios
+            if item.findings is None or any(r not in item.traces for r in item.planned_runs)
+        )
+
+    @property
+    def unjudged(self) -> str | None:
+        """What the bundle cannot vouch for, in one sentence (None: it can vouch for all)."""
+        unfinished = self.unfinished
+        if self.manifest.status == "complete" and not unfinished:
+            return None
+        total = len(self.scenarios)
+        if self.interrupted:
+            how = f"the audit was interrupted by {self.interrupted}"
+        elif self.manifest.status == "complete":
+            how = "the bundle lacks traces or findings"
+        else:
+            how = (
+                f"the audit stopped (manifest status {self.manifest.status!r}: it crashed, "
+                "was killed or is still running)"
+            )
+        return (
+            f"{how} before {len(unfinished)} of {plural(total, 'scenario')} finished; "
+            "nothing below vouches for them"
+        )
+
     def as_result(self, findings: Mapping[str, Sequence[Finding]] | None = None) -> AuditResult:
-        """The bundle as an audit result (recorded findings unless others are given)."""
+        """The bundle as an audit result (recorded findings unless others are given). An
+        unfinished bundle's result says so: ``interrupted`` (the manifest's signal) and
+        ``unfinished``, or, stopped without a signal, each unfinished scenario's missing
+        evidence."""
         results = []
+        unfinished = self.unfinished
+        stopped = self.interrupted is None and (
+            self.manifest.status != "complete" or bool(unfinished)
+        )
         for item in self.scenarios:
             chosen = findings[item.name] if findings is not None else item.findings or ()
+            missing: tuple[str, ...] = ()
+            if stopped and item.name in unfinished:
+                runs = [r for r in item.planned_runs if r not in item.traces]
+                missing = (
+                    f"{item.name}: "
+                    + (f"no trace for {', '.join(runs)}" if runs else "its checks never ran")
+                    + " (the audit did not finish)",
+                )
             results.append(
-                ScenarioResult(item.scenario, item.source, item.traces, tuple(chosen), 0.0)
+                ScenarioResult(item.scenario, item.source, item.traces, tuple(chosen), 0.0, missing)
             )
         return AuditResult(
             config=self.config,
@@ -574,6 +628,8 @@ class Bundle:
             environment=self.environment,
             seconds=self.manifest.seconds or 0.0,
             command=self.manifest.command or "",
+            interrupted=self.interrupted,
+            unfinished=unfinished if self.interrupted else (),
         )
 
 

@@ -14,10 +14,12 @@ from rich.markup import escape
 from specseed.cli.error_boundary import EXIT_OK, EXIT_VIOLATION, error_boundary
 from specseed.core.errors import InputError
 from specseed.core.secrets import SafeConsole
+from specseed.workflows.exit_codes import EXIT_OUTPUT, EXIT_SIGNAL
 from specseed.workflows.outputs import check_writable
 
 if TYPE_CHECKING:  # commands import their modules when they run
     from specseed.checks.findings import Finding
+    from specseed.run.results import AuditResult
 
 out = SafeConsole()
 err = SafeConsole(stderr=True)
@@ -82,7 +84,10 @@ def check(
       specseed check bug/
       specseed check bug/ --contract trtllm-pr17599
 
-    Exit codes: 0 every invariant holds, 1 a violation, 2 not a readable bundle.
+    Exit codes: 0 every invariant holds, 1 a violation, 2 not a readable
+    bundle, 5 the audit stopped before scenarios finished (no signal) or the
+    bundle lacks their traces, 130/143 the audit was interrupted by
+    SIGINT/SIGTERM (the manifest's signal): an unfinished bundle is never 0.
     """
     from specseed.bundle.format import read_bundle
     from specseed.bundle.recheck import recheck
@@ -93,12 +98,27 @@ def check(
     with error_boundary():
         loaded = read_bundle(bundle)
         result = recheck(loaded, contract)
-        exit_code = EXIT_VIOLATION if result.verdict == "fail" else EXIT_OK
+        exit_code = _check_code(result)
+        if loaded.unjudged:  # unfinished is never a pass: said first
+            console.print(f"[bold yellow]NOT JUDGED[/]: {escape(loaded.unjudged)}")
         _notes(loaded.notes, console)
         render_report(result, console, exit_code, summary=summary, command="check")
         if json_path is not None:
             _write_text(json_path, render_json(result, exit_code))
     raise typer.Exit(exit_code)
+
+
+def _check_code(result: AuditResult) -> int:
+    """``check``'s exit code: the signal the manifest names (130/143), then a violation (1),
+    then unfinished scenarios of a bundle stopped without a signal or lacking traces (5);
+    else 0 (docs/exit-codes.md)."""
+    if result.interrupted:
+        return EXIT_SIGNAL.get(result.interrupted, EXIT_SIGNAL["SIGINT"])
+    if result.verdict == "fail":
+        return EXIT_VIOLATION
+    if result.missing_evidence:
+        return EXIT_OUTPUT
+    return EXIT_OK
 
 
 def report(

@@ -530,7 +530,9 @@ def render_report(
     if checked_nothing(result.findings):
         verdict = "[bold yellow]NOTHING CHECKED[/]"
     if result.interrupted:  # a verdict on part of the audit must not read as the whole
-        done = f"finished scenarios {verdict}" if result.scenarios else "no scenario finished"
+        # A bundle's result holds its unfinished scenarios too (their partial findings).
+        finished = [s for s in result.scenarios if s.scenario.name not in result.unfinished]
+        done = f"finished scenarios {verdict}" if finished else "no scenario finished"
         verdict = f"[bold yellow]INTERRUPTED[/] ({result.interrupted}), {done}"
     # The last line names what the root causes name, not every finding's candidate suspects
     # (those include defects the attribution ruled out).

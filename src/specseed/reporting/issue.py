@@ -63,6 +63,8 @@ class IssueReport:
     notes: tuple[str, ...]
     crashes: tuple[tuple[str, str], ...] = ()
     """(run, stack trace) of the lead scenario's runs that crashed."""
+    unjudged: str | None = None
+    """What the bundle cannot vouch for (``Bundle.unjudged``); None: it finished."""
 
 
 def _engine_line(bundle: Bundle) -> str:
@@ -120,7 +122,13 @@ def build_issue(bundle: Bundle, findings: Sequence[Finding] | None = None) -> Is
     lead = causes[0].lead if causes else None
     scenario = next((s for s in bundle.scenarios if lead and s.name == lead.scenario), None)
     engine = bundle.config.engine
-    if lead is None:
+    unjudged = bundle.unjudged
+    if lead is None and unjudged:
+        title = (
+            f"specseed: unfinished audit of {engine.name} (contract {bundle.contract}), "
+            f"{len(bundle.unfinished)} of {plural(len(bundle.scenarios), 'scenario')} not judged"
+        )
+    elif lead is None:
         title = f"specseed: every invariant holds on {engine.name} (contract {bundle.contract})"
     else:
         # The title names the causes themselves (each one attribution kept), never a count
@@ -143,7 +151,7 @@ def build_issue(bundle: Bundle, findings: Sequence[Finding] | None = None) -> Is
     reproduce.append(f"specseed replay {bundle.root}   # the recording against this engine")
     return IssueReport(
         title=title,
-        verdict="fail" if causes else "pass",
+        verdict="fail" if causes else ("unfinished" if unjudged else "pass"),
         causes=causes,
         lead=lead,
         environment=_environment(bundle),
@@ -154,6 +162,7 @@ def build_issue(bundle: Bundle, findings: Sequence[Finding] | None = None) -> Is
         model_yaml=_model_for(bundle, name),
         reproduce=tuple(reproduce),
         notes=bundle.notes,
+        unjudged=unjudged,
         crashes=tuple(
             (run, trace.end.failure.traceback or trace.end.failure.message)
             for run, trace in (scenario.traces.items() if scenario is not None else ())
@@ -343,7 +352,13 @@ def render_markdown(issue: IssueReport) -> str:
         out.append("> The bundle was cut short; this report covers what was recorded:")
         out += [f"> - {note}" for note in issue.notes]
         out.append("")
-    if issue.lead is None:
+    if issue.unjudged:
+        out.append(f"**Not judged:** {issue.unjudged}.")
+        out.append("")
+    if issue.lead is None and issue.unjudged:
+        out.append(f"Engine: {issue.engine_line}.")
+        out.append("")
+    elif issue.lead is None:
         out.append(f"specseed found no violation: engine {issue.engine_line}.")
         out.append("")
     else:

@@ -1,7 +1,8 @@
 """The machine-readable audit report (``--json``): verdict, findings, environment.
 
 Schema (``report_version`` 1): top-level ``verdict`` ("pass" or "fail"), ``exit_code``,
-``summary`` (count per status), ``engine`` (model.yaml's engine section), ``contract``,
+``summary`` (count of findings per status: the console's last line, "N pass, M fail"; root
+causes are not in it), ``engine`` (model.yaml's engine section), ``contract``,
 ``environment``, ``command``, ``interrupted`` (the signal that stopped the audit, or null),
 ``unfinished`` (scenarios an interrupt left out), ``missing_evidence`` (trace files that could
 not be written, with why), and ``findings``: a list of objects with ``check``,

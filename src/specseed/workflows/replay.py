@@ -5,7 +5,8 @@ model.yaml's) and every request compared with the recording.
 compared); ``Replay`` is ``specseed replay``: a workflow on the shared base, so it locks the
 ``--bundle`` folder it writes, records its bundle as it goes, keeps the engine's log in that
 bundle's ``engine.log``, stops on a signal with the bundle saying so (exit 130/143), and
-decides its exit code: 0 the replay reproduces the recording, 1 it differs.
+decides its exit code: 1 when the replay's audit fails or the replay differs from the
+recording, else 0; its summary line and its bundle's manifest state that code.
 """
 
 from __future__ import annotations
@@ -211,11 +212,11 @@ class Replay(Workflow):
         if audit.interrupted:
             finished = len(audit.scenarios)
             self.emit(AuditInterruptedEvent(audit.interrupted, finished, audit.unfinished, True))
-        recorded = _recorded_code(audit)
+        code = replay_exit_code(result, received)
         unwritten: OutputError | None = None
         for document in self.documents():  # the bundle's manifest (a replay writes no report)
             try:
-                document.finish(audit, recorded)
+                document.finish(audit, code)
             except OutputError as exc:  # the result is printed first, then exit 5
                 unwritten = exc
         consoles = self.consoles()
@@ -226,22 +227,49 @@ class Replay(Workflow):
                 from specseed.reporting.console import render_report
                 from specseed.reporting.recording_diff import render_recording_diff
 
-                render_report(audit, out, recorded, summary=True, command="replay")
+                render_report(audit, out, code, summary=True, command="replay")
                 out.print()
                 out.print("[bold]Replay against the recording[/] (A = recording, B = replay):")
                 render_recording_diff(result.diff, out, show_all=self.show_all)
+                out.print()
+                out.print(replay_summary(result, code))
 
             self.flush_terminal(render)
-        if audit.interrupted:
-            code = _recorded_code(audit)
-        elif received:  # came while the report was written
-            code = EXIT_SIGNAL[received]
-        else:
-            code = EXIT_VIOLATION if result.diff.differs else EXIT_OK
         self.emit(AuditFinished(audit, code, self.outputs.bundle))
         if unwritten is not None:
             raise unwritten
         return code
+
+
+def replay_exit_code(result: ReplayResult, received: str | None = None) -> int:
+    """The exit code of ``specseed replay``, which every line it prints states: the signal
+    that stopped it (130/143), else 1 when the replay's audit fails or the replay differs
+    from the recording, else 0."""
+    if result.audit.interrupted:
+        return _recorded_code(result.audit)
+    if received:  # came while the report was written
+        return EXIT_SIGNAL[received]
+    if result.audit.verdict == "fail" or result.diff.differs:
+        return EXIT_VIOLATION
+    return EXIT_OK
+
+
+def replay_summary(result: ReplayResult, code: int) -> str:
+    """The replay's last line: both halves of its verdict and the exit code it returns."""
+    audit = result.audit
+    if audit.interrupted:
+        head = f"[bold yellow]INTERRUPTED[/] ({audit.interrupted})"
+    elif code == EXIT_OK:
+        head = "[bold green]PASS[/]"
+    else:
+        head = "[bold red]FAIL[/]"
+    verdict = "fails" if audit.verdict == "fail" else "passes"
+    if result.diff.differs:
+        joined = "and" if audit.verdict == "fail" else "but"
+        same = f"{joined} the replay differs from the recording"
+    else:
+        same = "and the replay reproduces the recording"
+    return f"replay: {head}: the audit {verdict} {same} (exit {code})"
 
 
 def _escape(text: str) -> str:
@@ -250,4 +278,11 @@ def _escape(text: str) -> str:
     return escape(text)
 
 
-__all__ = ["Replay", "ReplayOutcome", "ReplayResult", "replay"]
+__all__ = [
+    "Replay",
+    "ReplayOutcome",
+    "ReplayResult",
+    "replay",
+    "replay_exit_code",
+    "replay_summary",
+]
