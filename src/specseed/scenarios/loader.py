@@ -562,19 +562,6 @@ def is_scenario_data(data: Any) -> bool:
     return isinstance(data, dict) and bool(SCENARIO_KEYS & set(data)) and not is_model_keys(data)
 
 
-def scenario_given_as_model(path: Path) -> AuditConfig | None:
-    """For a scenario file given where a model.yaml is expected: the audit of that scenario
-    on the default engine (the scenario's own errors come when it is planned). None for
-    anything else, which then validates as a model.yaml.
-
-    Reads the file; ``plan.resolve.resolve_audit`` decides this from its one parse instead."""
-    try:
-        data, _ = _parse_yaml(read_source(path), str(path))
-    except ScenarioError:
-        return None
-    return AuditConfig(scenarios=[path.name]) if is_scenario_data(data) else None
-
-
 def is_model_keys(data: dict[Any, Any]) -> bool:
     return bool({"engine", "scenarios", "checks"} & set(data))
 
