@@ -130,8 +130,15 @@ def split_child() -> None:
     from specseed.run import execute
 
     with split.part("imports: torch, engine modules"):
-        from specseed.engine_adapters.reference import adapter as engine
-        from specseed.models import draft, target
+        try:
+            from specseed.engine_adapters.reference import adapter as engine
+            from specseed.models import draft, target
+        except ImportError:  # a --baseline from before models/ and adapter.py
+            from specseed.engine_adapters.reference import (  # type: ignore[no-redef]
+                draft,
+                engine,  # type: ignore[no-redef]
+                target,
+            )
     split.wrap(execute, "create_adapter", "imports: torch, engine modules")
     split.wrap(engine.ReferenceEngine, "__init__", "model build")
     split.wrap(target.LlamaTarget, "forward", "target forward", within="step loop")
@@ -168,7 +175,10 @@ def forward_child() -> None:
 
     import torch
 
-    from specseed.models.tiny import TINY_MODEL
+    try:
+        from specseed.models.tiny import TINY_MODEL
+    except ImportError:  # a --baseline from before models/
+        from specseed.engine_adapters.reference.tiny import TINY_MODEL  # type: ignore[no-redef]
 
     torch.set_num_threads(1)
     model = TINY_MODEL.build_target(0)
