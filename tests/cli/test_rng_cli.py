@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 from typer.testing import CliRunner
 
 from specseed.cli.app import app
+from specseed.cli.rng import MAX_DRAWS
 from specseed.rng import philox_uniforms, philox_words
 
 runner = CliRunner()
@@ -92,3 +94,18 @@ def test_cli_module_does_not_import_torch() -> None:
     code = "import sys, specseed.cli.rng; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("count", [str(MAX_DRAWS + 1), "1000000"])
+def test_a_count_past_the_documented_maximum_is_refused_at_once(count: str) -> None:
+    # A million draws took 90 s and 1.2 GB; the bound is checked before any is drawn.
+    started = time.monotonic()
+    result = _draws("--seed", "1", "--subsequence", "0", "--offset", "0", "-n", count)
+    assert time.monotonic() - started < 5
+    assert result.exit_code == 2, result.output
+    assert f"-n must be in 1 .. {MAX_DRAWS:,}, got {int(count):,}" in result.output
+
+
+def test_the_maximum_is_in_the_help() -> None:
+    result = runner.invoke(app, ["rng", "draws", "--help"])
+    assert f"at most {MAX_DRAWS:,}" in " ".join(result.output.split())

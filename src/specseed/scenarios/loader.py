@@ -48,6 +48,11 @@ MAX_FILE_BYTES = 1 << 20
 """Largest model.yaml or scenario file read (1 MiB; the library's largest is under 2 KiB)."""
 MAX_DEPTH = 64
 """Deepest YAML nesting accepted (a scenario nests 5 levels)."""
+MAX_EXPANDED_NODES = MAX_FILE_BYTES // 2
+"""Most YAML nodes a file may stand for once its aliases are expanded (524,288): as many as a
+file under MAX_FILE_BYTES can write out without aliases (``[1,1,...]``, two bytes a node), so
+no file is refused that could be written plainly, and aliases ("billion laughs") cannot make
+validation do more work than the largest plain file."""
 INT_TAG = "tag:yaml.org,2002:int"
 MAX_INT_CHARS = 40
 """Longest integer literal accepted: 2**64 has 20 digits; 40 leaves room for a sign, ``_``
@@ -99,12 +104,49 @@ def read_source(path: Path) -> str:
 # -- YAML with line numbers --------------------------------------------------------------
 
 
+def _expansion_problem(root: yaml.Node, source: str) -> str | None:
+    """The first node whose aliases expand it past MAX_EXPANDED_NODES, as a problem.
+
+    Counts on the composed node graph, where an alias is the node it names (shared, not
+    copied): sizes are summed children first, each node once, so the count costs the size of
+    the text, not of the expansion."""
+    size: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in size:
+            continue
+        if isinstance(node, yaml.MappingNode):
+            children = [child for pair in node.value for child in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            children = []
+        if not children_done:
+            stack.append((node, True))
+            stack.extend((child, False) for child in children if id(child) not in size)
+            continue
+        # Capped so the sums stay small integers however far a bomb would expand.
+        total = min(MAX_EXPANDED_NODES + 1, 1 + sum(size[id(child)] for child in children))
+        size[id(node)] = total
+        if total > MAX_EXPANDED_NODES:
+            return (
+                f"{source}:{node.start_mark.line + 1}: its aliases (*name) expand this to "
+                f"more than {MAX_EXPANDED_NODES:,} YAML nodes, more than a "
+                f"{MAX_FILE_BYTES // (1 << 20)} MiB file holds written out. Use fewer aliases."
+            )
+    return None
+
+
 def _structure_problems(root: yaml.Node, source: str) -> list[str]:
     """Nesting deeper than MAX_DEPTH and duplicate mapping keys, at any depth.
 
     Iterative and visiting each node once: anchors make the node graph a DAG, and a recursive
     or per-path walk would be exponential on an alias bomb.
     """
+    expansion = _expansion_problem(root, source)
+    if expansion is not None:
+        return [expansion]
     problems: list[str] = []
     seen: set[int] = set()
     stack: list[tuple[yaml.Node, int]] = [(root, 1)]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import tracemalloc
+import zlib
 
 import pytest
 
@@ -155,3 +157,46 @@ def test_control_characters_in_server_errors_are_escaped() -> None:
     assert "\x1b" not in error.message and "\x07" not in error.message
     assert "\\x1b]0;owned\\x07" in error.message
     assert len(error.message) < 500
+
+
+def _gzip_of_zeros(mib: int) -> bytes:
+    """``mib`` MiB of zeros gzip-compressed, built 1 MiB at a time (about 1 KB per MiB)."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    zeros = bytes(1 << 20)
+    return b"".join([compressor.compress(zeros) for _ in range(mib)] + [compressor.flush()])
+
+
+def test_a_gzip_bomb_is_cut_off_at_the_cap_on_decoded_bytes_in_bounded_memory() -> None:
+    # 40 KB on the wire, 40 MiB once decoded: the cap must count what the body becomes, and
+    # no single network read may expand to more than the cap.
+    bomb = _gzip_of_zeros(40)
+    assert len(bomb) < 100_000
+    limits = ClientLimits(retries=0, request_timeout_s=20.0, max_response_bytes=1 << 20)
+    tracemalloc.start()
+    try:
+        error = _error(answer("200 OK", bomb, "Content-Encoding: gzip\r\n"), limits)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert isinstance(error, MalformedResponse)
+    assert "longer than 1048576 bytes once decoded" in error.message
+    assert peak < 4 * (1 << 20) + (4 << 20), f"peak {peak >> 20} MiB under a 1 MiB cap"
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "x-gzip"])
+def test_a_compressed_answer_under_the_cap_is_decoded(encoding: str) -> None:
+    payload = json.dumps(
+        {"choices": [{"token_ids": [5, 6, 7, 8], "finish_reason": "length"}]}
+    ).encode()
+    wbits = zlib.MAX_WBITS if encoding == "deflate" else 16 + zlib.MAX_WBITS
+    compressor = zlib.compressobj(6, zlib.DEFLATED, wbits)
+    body = compressor.compress(payload) + compressor.flush()
+    with hostile_server(answer("200 OK", body, f"Content-Encoding: {encoding}\r\n")) as server:
+        completion = _complete(server.url)
+    assert completion.token_ids == (5, 6, 7, 8)  # type: ignore[attr-defined]
+
+
+def test_an_encoding_the_client_cannot_bound_is_refused() -> None:
+    error = _error(answer("200 OK", b"\x00" * 64, "Content-Encoding: br\r\n"))
+    assert isinstance(error, MalformedResponse)
+    assert "Content-Encoding 'br'" in error.message

@@ -13,7 +13,8 @@ not 429 or 5xx answers.
 A server is untrusted input. Every attempt runs under one deadline (``request_timeout_s``
 bounds the whole exchange, headers and body, not only the gap between bytes, so a body
 trickled a byte at a time ends), a body is read by streaming up to ``max_response_bytes``
-(an endless body is cut off), redirects are never followed (a 3xx is an error naming where
+counted after decompression (an endless body or a gzip bomb is cut off; the client decodes
+gzip and deflate itself, never more than the cap at a time, and refuses other encodings), redirects are never followed (a 3xx is an error naming where
 it pointed), JSON nested deeper than the parser can take is a ``MalformedResponse``, and
 token ids must be JSON integers in ``[0, 2**31)``. Text a server sends back is quoted with its
 control characters escaped (``specseed.core.text.printable``).
@@ -25,6 +26,7 @@ import asyncio
 import email.utils
 import json
 import time
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -119,6 +121,76 @@ class Answer:
 
 class ResponseTooLarge(Exception):
     """Raised inside ``_send`` when a body passes ``max_response_bytes``."""
+
+    def __init__(self, decoded: bool) -> None:
+        super().__init__()
+        self.decoded = decoded
+
+
+ACCEPT_ENCODING = "gzip, deflate"
+"""The encodings asked for: the ones ``_BoundedBody`` decodes under the cap."""
+
+_WBITS = {
+    "identity": None,
+    "gzip": 16 + zlib.MAX_WBITS,
+    "x-gzip": 16 + zlib.MAX_WBITS,
+    "deflate": zlib.MAX_WBITS,
+}
+"""zlib's window bits for each Content-Encoding decoded here (None: the bytes as sent)."""
+
+
+class _BoundedBody:
+    """A body assembled from raw network chunks, decoded here rather than by httpx so that
+    the cap counts decoded bytes and no chunk expands past it: httpx decodes each network
+    read whole, and 64 KB of gzip can become 64 MiB."""
+
+    def __init__(self, content_encoding: str, cap: int) -> None:
+        encoding = content_encoding.strip().lower() or "identity"
+        if encoding not in _WBITS:
+            raise MalformedResponse(
+                f"the answer has Content-Encoding {printable(encoding, limit=80)!r}, which the "
+                f"client cannot decode under its size cap (it asks for {ACCEPT_ENCODING})"
+            )
+        wbits = _WBITS[encoding]
+        self.cap = cap
+        self.raw_size = 0
+        self.decoded = wbits is not None
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self._zlib = zlib.decompressobj(wbits) if wbits is not None else None
+        self._raw_deflate = encoding == "deflate"
+
+    def feed(self, raw: bytes) -> None:
+        """Add one network chunk; ``ResponseTooLarge`` once the body would pass the cap."""
+        self.raw_size += len(raw)
+        if self.raw_size > self.cap:
+            raise ResponseTooLarge(self.decoded)
+        if self._zlib is None:
+            self._keep(raw)
+            return
+        room = self.cap - self.size
+        try:
+            # max_length bounds what one call produces: one byte past the room proves the
+            # body too long without ever holding more than the cap.
+            out = self._zlib.decompress(raw, room + 1)
+        except zlib.error:
+            if not (self._raw_deflate and self.size == 0):
+                raise MalformedResponse("the answer's compressed body is corrupt") from None
+            # "deflate" sent as a bare deflate stream, without zlib's header (as httpx allows)
+            self._raw_deflate = False
+            self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+            out = self._zlib.decompress(raw, room + 1)
+        self._raw_deflate = False
+        self._keep(out)
+
+    def _keep(self, data: bytes) -> None:
+        self.size += len(data)
+        if self.size > self.cap:
+            raise ResponseTooLarge(self.decoded)
+        self.chunks.append(data)
+
+    def content(self) -> bytes:
+        return b"".join(self.chunks)
 
 
 TokenId = Annotated[int, Field(strict=True, ge=0, lt=2**31)]
@@ -305,7 +377,9 @@ class CompletionClient:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.limits = limits or ClientLimits()
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        headers = {"Accept-Encoding": ACCEPT_ENCODING}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
         lim = self.limits
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
@@ -342,10 +416,11 @@ class CompletionClient:
                 problem = (
                     f"no complete answer within request_timeout_s ({lim.request_timeout_s:g} s)"
                 )
-            except ResponseTooLarge:
+            except ResponseTooLarge as exc:
+                decoded = " once decoded" if exc.decoded else ""
                 raise MalformedResponse(
                     f"{method} {self.base_url}{path}: the answer is longer than "
-                    f"{lim.max_response_bytes} bytes; reading stopped there"
+                    f"{lim.max_response_bytes} bytes{decoded}; reading stopped there"
                 ) from None
             else:
                 if response.status_code != 429 and response.status_code < 500:
@@ -364,14 +439,12 @@ class CompletionClient:
         lim = self.limits
         async with asyncio.timeout(lim.request_timeout_s):
             async with self._http.stream(method, path, json=body) as response:
-                chunks: list[bytes] = []
-                size = 0
-                async for chunk in response.aiter_bytes():
-                    size += len(chunk)
-                    if size > lim.max_response_bytes:
-                        raise ResponseTooLarge
-                    chunks.append(chunk)
-                return Answer(response.status_code, response.headers, b"".join(chunks))
+                answer = _BoundedBody(
+                    response.headers.get("content-encoding", ""), lim.max_response_bytes
+                )
+                async for chunk in response.aiter_raw():
+                    answer.feed(chunk)
+                return Answer(response.status_code, response.headers, answer.content())
 
     async def get_json(self, path: str, *, retries: int | None = None) -> Any:
         """GET a JSON document; ``RequestRejected`` on 4xx, ``MalformedResponse`` if not JSON."""
