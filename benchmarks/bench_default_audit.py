@@ -66,6 +66,28 @@ from perf_page import add_write_docs, docs_section
 ROOT = Path(__file__).resolve().parents[1]
 
 
+REFERENCE_ADAPTER = "specseed.engine_adapters.reference.{adapter,engine}"
+MODELS = "specseed.{models,engine_adapters.reference}"
+"""Where the children find the reference engine and the models: this tree's layout first,
+then the one a ``--baseline`` from before ``models/`` and ``adapter.py`` has."""
+
+
+def _first_module(pattern: str) -> Any:
+    """The first of ``pattern``'s spellings (``{a,b}`` alternatives) that imports."""
+    import importlib
+    import itertools
+    import re
+
+    parts = re.split(r"\{([^}]*)\}", pattern)
+    choices = [[p] if i % 2 == 0 else p.split(",") for i, p in enumerate(parts)]
+    for combo in itertools.product(*choices):
+        try:
+            return importlib.import_module("".join(combo))
+        except ModuleNotFoundError:
+            continue
+    raise ModuleNotFoundError(f"none of {pattern} in this source tree")
+
+
 @dataclasses.dataclass(frozen=True)
 class Variant:
     label: str
@@ -130,15 +152,9 @@ def split_child() -> None:
     from specseed.run import execute
 
     with split.part("imports: torch, engine modules"):
-        try:
-            from specseed.engine_adapters.reference import adapter as engine
-            from specseed.models import draft, target
-        except ImportError:  # a --baseline from before models/ and adapter.py
-            from specseed.engine_adapters.reference import (  # type: ignore[no-redef]
-                draft,
-                engine,  # type: ignore[no-redef]
-                target,
-            )
+        engine = _first_module(REFERENCE_ADAPTER)
+        draft = _first_module(MODELS + ".draft")
+        target = _first_module(MODELS + ".target")
     split.wrap(execute, "create_adapter", "imports: torch, engine modules")
     split.wrap(engine.ReferenceEngine, "__init__", "model build")
     split.wrap(target.LlamaTarget, "forward", "target forward", within="step loop")
@@ -175,10 +191,7 @@ def forward_child() -> None:
 
     import torch
 
-    try:
-        from specseed.models.tiny import TINY_MODEL
-    except ImportError:  # a --baseline from before models/
-        from specseed.engine_adapters.reference.tiny import TINY_MODEL  # type: ignore[no-redef]
+    TINY_MODEL = _first_module(MODELS + ".tiny").TINY_MODEL
 
     torch.set_num_threads(1)
     model = TINY_MODEL.build_target(0)
