@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+import typer
 import yaml
 from typer.testing import CliRunner
 
@@ -54,3 +56,54 @@ def test_schema_prints_json_that_parses(columns: str) -> None:
     )
     assert result.exit_code == 0, result.output
     assert json.loads(plain(result.output))["title"]
+
+
+def _commands() -> list[tuple[list[str], Any]]:
+    """Every command of the app, groups included, with the words that invoke it."""
+    found: list[tuple[list[str], Any]] = []
+
+    def walk(path: list[str], command: Any) -> None:
+        found.append((path, command))
+        for name, sub in getattr(command, "commands", {}).items():
+            walk([*path, name], sub)
+
+    walk([], typer.main.get_command(app))
+    return found
+
+
+COMMANDS = _commands()
+# The root's options (--version) and --help/-h are every command's.
+GLOBAL_OPTIONS = {"--help"} | {o for p in COMMANDS[0][1].params for o in p.opts}
+# Another program's, in report's example (gh issue create --title ... --body-file ...).
+OUTSIDE_OPTIONS = {"--title", "--body-file"}
+
+
+def _options(command: Any) -> set[str]:
+    return {
+        name
+        for param in command.params
+        for name in (*param.opts, *param.secondary_opts)
+        if name.startswith("--")
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "command"), COMMANDS, ids=[" ".join(p) or "specseed" for p, _ in COMMANDS]
+)
+def test_help_names_only_options_that_exist_and_cuts_nothing(path: list[str], command: Any) -> None:
+    result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80", **PIPE})
+    assert result.exit_code == 0, result.output
+    text = result.output
+    # An option of another command is named as part of that command's invocation
+    # ("written by `specseed audit --bundle DIR`"): it is that command's to have.
+    allowed = _options(command) | GLOBAL_OPTIONS | OUTSIDE_OPTIONS
+    flat = " ".join(re.sub(r"[│╭╮╰╯─]", " ", text).split())
+    for other_path, other in COMMANDS[1:]:
+        if f"specseed {' '.join(other_path)} " in flat and other is not command:
+            allowed |= _options(other)
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", text))
+    assert named <= allowed, f"{' '.join(path)} --help names {named - allowed}:\n{text}"
+    for line in text.splitlines():
+        row = line.strip().strip("│").rstrip()
+        assert not row.endswith("…"), f"cut at 80 columns: {line!r}"
+        assert not row.endswith("...") or "Usage:" in line or "[ARGS]" in line, line
