@@ -4,6 +4,7 @@ its renderings, root causes and bundle, and its refusals."""
 from __future__ import annotations
 
 import json
+import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -82,3 +83,22 @@ def test_load_config_of_a_dict_names_the_key_and_the_fix() -> None:
     message = str(caught.value)
     assert "engine.max_draft_lenn: unknown key 'max_draft_lenn'" in message
     assert "Did you mean 'max_draft_len'?" in message
+
+
+def test_console_renders_at_the_terminal_width_unless_given_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report = api.audit(write_model(tmp_path, defects=["row0-seed"]), scenarios=["small-position"])
+
+    def widest(text: str) -> int:
+        return max(len(line) for line in text.splitlines())
+
+    # shutil.get_terminal_size reads COLUMNS first; the failure's rule spans the whole width.
+    monkeypatch.setenv("COLUMNS", "64")
+    assert widest(report.console()) == 64
+    assert widest(report.console(width=100)) == 100
+    monkeypatch.delenv("COLUMNS")
+    monkeypatch.setattr(
+        "shutil.get_terminal_size", lambda fallback=(80, 24): os.terminal_size(fallback)
+    )
+    assert widest(report.console()) == 80

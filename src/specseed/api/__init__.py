@@ -112,9 +112,17 @@ class Report:
 
         return Report(narrowed, exit_code(narrowed), self.bundle)
 
-    def console(self, *, width: int = 100, summary: bool = False, color: bool = False) -> str:
-        """The terminal report as text (``specseed audit``'s stdout)."""
+    def console(
+        self, *, width: int | None = None, summary: bool = False, color: bool = False
+    ) -> str:
+        """The terminal report as text (``specseed audit``'s stdout), ``width`` columns wide:
+        by default the terminal's (``COLUMNS``, else the terminal, else 80)."""
+        import shutil
+
         from rich.console import Console
+
+        if width is None:
+            width = shutil.get_terminal_size((80, 24)).columns
 
         from specseed.reporting.console import render_report
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -48,12 +48,18 @@ def _write_text(path: Path | None, text: str) -> None:
     err.print(f"wrote {escape(str(path))}")
 
 
-ENGINE_FROM_BUNDLE = typer.Option(
-    "--engine-from-bundle",
-    help="Run the engine the bundle's model.yaml names (its base_url, API key variable, "
-    "checkpoints), printed first. Without it only the built-in reference engine runs from a "
-    "bundle; give --model for your own.",
-)
+def engine_from_bundle_option(your_own: str = "") -> Any:
+    """``--engine-from-bundle``; ``your_own`` says how this command runs your own engine,
+    in this command's options (only replay has ``--model``)."""
+    return typer.Option(
+        "--engine-from-bundle",
+        help="Run the engine the bundle's model.yaml names (its base_url, API key variable, "
+        "checkpoints), printed first. Without it only the built-in reference engine runs from "
+        f"a bundle{your_own}.",
+    )
+
+
+ENGINE_FROM_BUNDLE = engine_from_bundle_option()
 
 
 def check(

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from specseed.cli.bundle_reading import ENGINE_FROM_BUNDLE
+from specseed.cli.bundle_reading import engine_from_bundle_option
 from specseed.cli.error_boundary import error_boundary
 
 MINIMIZE_HELP = """Shrink a failing scenario to a minimal reproduction.
@@ -61,14 +61,18 @@ def minimize(
         typer.Option(
             "--output",
             "-o",
-            help="Write the minimal scenario here (default: BUNDLE/<scenario>/minimal.yaml, "
-            "or <scenario>.min.yaml for a model.yaml).",
+            # No word longer than the help column at 80 columns: Rich cuts such a word
+            # with an ellipsis (it printed "BUNDLE/<scenario>/minimal…").
+            help="Write the minimal scenario here (default: BUNDLE/NAME/minimal.yaml for "
+            "scenario NAME, or NAME.min.yaml beside a model.yaml).",
         ),
     ] = None,
     max_audits: Annotated[
         int, typer.Option("--max-audits", min=1, help="Stop after this many audits.")
     ] = 60,
-    engine_from_bundle: Annotated[bool, ENGINE_FROM_BUNDLE] = False,
+    engine_from_bundle: Annotated[
+        bool, engine_from_bundle_option("; give your own model.yaml for your engine")
+    ] = False,
 ) -> None:
     from specseed.workflows.minimize import Minimize
 

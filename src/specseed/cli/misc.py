@@ -51,7 +51,8 @@ def init(
             write_atomic(path, model_yaml_template(engine))
         except OSError as exc:
             raise InputError(f"cannot write {path}: {exc.strerror}") from None
-    out.print(init_next_step(path, engine))
+    # A command to copy: one line whatever the width (the terminal wraps it, not Rich).
+    out.print(init_next_step(path, engine), soft_wrap=True, markup=False)
 
 
 def init_next_step(path: Path, engine: str) -> str:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from specseed.cli.bundle_reading import BUNDLE_ARG, ENGINE_FROM_BUNDLE
+from specseed.cli.bundle_reading import BUNDLE_ARG, engine_from_bundle_option
 from specseed.cli.error_boundary import error_boundary
 
 
@@ -27,7 +27,9 @@ def replay(
         typer.Option("--bundle", help="Write the replay as a bundle too.", metavar="DIR"),
     ] = None,
     show_all: Annotated[bool, typer.Option("--all", help="List equal requests too.")] = False,
-    engine_from_bundle: Annotated[bool, ENGINE_FROM_BUNDLE] = False,
+    engine_from_bundle: Annotated[
+        bool, engine_from_bundle_option("; give --model for your own")
+    ] = False,
     force: Annotated[
         bool,
         typer.Option("--force", help="Replace an earlier bundle in --bundle DIR (says which)."),

@@ -62,10 +62,14 @@ def show(name: Annotated[str, typer.Argument(help="Built-in scenario name.")]) -
         load_library_scenario(name)
         text = library_text(name)
         if out.is_terminal:
-            out.print(Syntax(text, "yaml", background_color="default", word_wrap=True))
+            # Highlighted, but never broken at the console width: soft wrap leaves the
+            # wrapping to the terminal, so a copied scenario is the file and still parses.
+            highlighted = Syntax(text, "yaml", background_color="default").highlight(text)
+            highlighted.rstrip()
+            out.print(highlighted, soft_wrap=True)
         else:
-            # Piped or redirected: the exact file, never wrapped at the console width, so
-            # that `scenarios show NAME > my.yaml` gives a file that validates.
+            # Piped or redirected: the exact file, so that `scenarios show NAME > my.yaml`
+            # gives a file that validates.
             sys.stdout.write(text)
 
 
