@@ -107,3 +107,27 @@ def test_help_names_only_options_that_exist_and_cuts_nothing(path: list[str], co
         row = line.strip().strip("│").rstrip()
         assert not row.endswith("…"), f"cut at 80 columns: {line!r}"
         assert not row.endswith("...") or "Usage:" in line or "[ARGS]" in line, line
+
+
+FAILING_MODEL_YAML = """\
+engine:
+  options:
+    defects: [neighbor-unseeded]
+scenarios: [batch-composition]
+"""
+
+
+@pytest.mark.parametrize("failing", [False, True], ids=["passing", "failing"])
+def test_audit_output_to_a_pipe_carries_no_trailing_spaces(
+    failing: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    if failing:
+        Path("model.yaml").write_text(FAILING_MODEL_YAML)
+        args = ["audit", "model.yaml", "--no-progress"]
+    else:
+        args = ["audit", "-s", "uptime", "--no-progress"]
+    result = runner.invoke(app, args, env={"COLUMNS": "80", **PIPE})
+    assert result.exit_code == (1 if failing else 0), result.output
+    padded = [line for line in result.output.splitlines() if line.endswith(" ")]
+    assert not padded, "\n".join(repr(line) for line in padded)

@@ -185,6 +185,10 @@ def safe_text(text: str) -> str:
     return printable(scrub_text(text))
 
 
+# Spaces before a newline, with any style codes that close the line kept.
+_LINE_END_PADDING = re.compile(r" +(?=(?:\x1b\[[0-9;]*m)*\n)")
+
+
 class SafeConsole(Console):
     """A Rich console that scrubs secrets and escapes control characters twice: in every
     string before Rich lays it out (``render_str``: messages, table cells, markup), and in
@@ -208,4 +212,10 @@ class SafeConsole(Console):
             segment if segment.control else Segment(safe_text(segment.text), segment.style)
             for segment in buffer
         )
-        return super()._render_buffer(cleaned)
+        rendered = super()._render_buffer(cleaned)
+        if self.is_terminal:
+            return rendered
+        # To a pipe or a file: Rich pads table cells and wrapped lines out to the width; the
+        # padding is noise there (diffs, goldens, copied text). Only spaces before a line's
+        # end go: a print that ends without a newline keeps its last space for the next.
+        return _LINE_END_PADDING.sub("", rendered)
