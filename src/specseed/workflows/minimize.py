@@ -330,8 +330,12 @@ def minimize(
     candidate runs on ``session``'s engine (default: a session of its own, on ``adapter``
     when given). Raises ``InputError`` when the scenario does not fail to begin with.
     """
-    # Resolved once: every candidate is audited with the same engine settings.
-    base = base_settings(config, base_dir)
+    # Resolved once: every candidate is audited with the same engine settings (the session's
+    # when it has them).
+    if session is not None and session.settings is not None:
+        base = session.settings
+    else:
+        base = base_settings(config, base_dir)
     if session is None:
         with EngineSession(base, adapter=adapter) as own:
             return minimize(
@@ -508,6 +512,7 @@ class Minimize(Workflow):
             loaded = read_bundle(target)
             engine_consent(loaded, self.engine_from_bundle, "minimize", self._note)
             config, base_dir = loaded.config, loaded.root
+            settings = base_settings(config, base_dir)
             candidates = {s.scenario.name: s for s in recorded_scenarios(loaded)}
             failing = [
                 f
@@ -525,7 +530,7 @@ class Minimize(Workflow):
             from specseed.plan.resolve import resolve_audit
 
             resolved = resolve_audit(target)
-            config, base_dir = resolved.config, resolved.base_dir
+            config, base_dir, settings = resolved.config, resolved.base_dir, resolved.engine
             candidates = {p.scenario.name: p.loaded for p in resolved.planned}
         if scenario is None and len(candidates) == 1:
             # A model.yaml or a bundle of one scenario needs no --scenario.
@@ -553,7 +558,7 @@ class Minimize(Workflow):
             mark = "[green]kept[/]" if kept else "[dim]no[/]"
             self._note(f"[dim]audit {audits}:[/] {escape(description)}: {mark}")
 
-        with self.session(base_settings(config, base_dir), adapter=self.adapter) as session:
+        with self.session(settings, adapter=self.adapter) as session:
             result = minimize(
                 config,
                 chosen,
