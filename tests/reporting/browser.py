@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import json
 import os
 import select
@@ -51,6 +52,15 @@ def find_chromium() -> str | None:
     return None
 
 
+def _high(pipe: tuple[int, int]) -> tuple[int, int]:
+    """The pipe's descriptors moved to 10 and above, so that the shell's ``3<&N 4>&M`` never
+    overwrites one of them before it is duplicated."""
+    moved = tuple(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in pipe)
+    for fd in pipe:
+        os.close(fd)
+    return moved[0], moved[1]
+
+
 @dataclass
 class PageLoad:
     """What one page load showed."""
@@ -71,13 +81,13 @@ class Browser:
     """One headless Chromium; use as a context manager."""
 
     def __init__(self, executable: str, profile: Path, log: Path) -> None:
-        to_browser_r, self._to_browser = os.pipe()
-        self._from_browser, from_browser_w = os.pipe()
+        to_browser_r, self._to_browser = _high(os.pipe())
+        self._from_browser, from_browser_w = _high(os.pipe())
         self._log = log.open("wb")
         # The browser reads commands on descriptor 3 and writes replies on 4.
         self.process = subprocess.Popen(
             [
-                "/bin/sh",
+                "/bin/bash",  # dash takes no descriptor above 9 in a redirection
                 "-c",
                 f'exec "$0" "$@" 3<&{to_browser_r} 4>&{from_browser_w}',
                 executable,

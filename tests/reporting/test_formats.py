@@ -47,8 +47,8 @@ def test_a_format_name_is_lowercase_and_plain(name: str) -> None:
 @pytest.mark.parametrize(
     ("name", "hint"),
     [
-        ("junt", "Did you mean 'junit'? Known formats: json, junit"),
-        ("sarif", "known formats: json, junit"),
+        ("junt", "Did you mean 'junit'? Known formats: json, junit, html"),
+        ("sarif", "known formats: json, junit, html"),
     ],
 )
 def test_the_api_refuses_an_unknown_format_before_anything_runs(

@@ -163,7 +163,8 @@ BUILTIN_FORMATS: tuple[OutputFormat, ...] = (
     ),
     OutputFormat(
         "html",
-        "one self-contained page for people: verdict, root causes, the evidence drawn",
+        "one self-contained page with figures: verdict, root causes, the evidence drawn "
+        "(every bundle holds one)",
         ".html",
         "specseed.reporting.html:render",
         title="HTML report",

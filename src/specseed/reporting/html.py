@@ -26,6 +26,7 @@ data.
 from __future__ import annotations
 
 import html
+import importlib
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -127,11 +128,10 @@ class _Figures:
             return None
         if self.module is None:
             try:
-                from specseed.reporting import html_plots
+                self.module = importlib.import_module("specseed.reporting.html_plots")
             except ImportError as exc:
                 self.missing = str(exc)
                 return None
-            self.module = html_plots
         self.drawn += 1
         try:
             svg: str = getattr(self.module, name)(*args, f"specseed-figure-{self.drawn}")
@@ -159,6 +159,10 @@ class _Page:
         self.findings = result.findings
         self.causes = root_causes(self.findings)
         self.anchors: dict[int, str] = {}
+        self.pit_drawn: dict[tuple[str, str], str] = {}
+        self.rng_drawn: dict[tuple[object, ...], str] = {}
+        """Where a run's draw ranges of the same requests and iterations were drawn."""
+        """Where a failing distribution finding draws a run's PIT histogram."""
         self._full_traces: dict[tuple[str, str], RunTrace | None] = {}
 
     # -- helpers -------------------------------------------------------------------------
@@ -182,15 +186,21 @@ class _Page:
     # -- structure -----------------------------------------------------------------------
 
     def render(self) -> str:
-        failing = self._failing_in_order()
+        leads, others = self._failing_in_order()
+        failing = [*leads, *others]
         for n, finding in enumerate(failing[:MAX_FINDINGS_SHOWN], 1):
             self.anchors[id(finding)] = f"finding-{n}"
+            scenario = self.scenario_of(finding)
+            if finding.check == DISTRIBUTION_CHECK and scenario is not None:
+                for run in finding.runs:
+                    if run in scenario.distribution_evidence:
+                        self.pit_drawn.setdefault((finding.scenario, run), f"finding-{n}")
         body = [
             self._header(),
             self._warnings(),
             self._causes(),
             self._grid(),
-            self._failing(failing),
+            self._failing(leads, others),
             self._all_findings(),
             self._environment(),
         ]
@@ -352,33 +362,38 @@ class _Page:
             f'<tbody>{"".join(rows)}</tbody></table><p class="small">{legend}</p></section>'
         )
 
-    def _failing_in_order(self) -> list[Finding]:
-        """Failing findings, each cause's lead first, then the rest of that cause."""
-        seen: set[int] = set()
-        ordered: list[Finding] = []
-        for cause in self.causes:
-            for finding in (cause.lead, *cause.findings):
-                if id(finding) not in seen and finding.status in FAILING:
-                    seen.add(id(finding))
-                    ordered.append(finding)
-        for finding in self.findings:
+    def _failing_in_order(self) -> tuple[list[Finding], list[Finding]]:
+        """The clearest failing finding of each cause (``RootCause.lead``), so that every
+        cause's evidence comes near the top; then the other failing findings, by cause."""
+        leads = list({id(c.lead): c.lead for c in self.causes if c.lead.status in FAILING}.values())
+        seen = {id(f) for f in leads}
+        others: list[Finding] = []
+        for finding in (*(f for c in self.causes for f in c.findings), *self.findings):
             if finding.status in FAILING and id(finding) not in seen:
                 seen.add(id(finding))
-                ordered.append(finding)
-        return ordered
+                others.append(finding)
+        return leads, others
 
-    def _failing(self, failing: Sequence[Finding]) -> str:
-        if not failing:
+    def _failing(self, leads: Sequence[Finding], others: Sequence[Finding]) -> str:
+        if not leads and not others:
             return ""
-        parts = [self._finding(f) for f in failing[:MAX_FINDINGS_SHOWN]]
-        rest = len(failing) - MAX_FINDINGS_SHOWN
-        more = (
-            f'<p class="small">{rest} more failing findings are in the table of every finding '
-            "below.</p>"
-            if rest > 0
-            else ""
-        )
-        return f'<section id="failing"><h2>Failing findings</h2>{"".join(parts)}{more}</section>'
+        room = MAX_FINDINGS_SHOWN
+        parts = ['<section id="failing"><h2>Failing findings</h2>']
+        if leads:
+            parts.append('<p class="hint">The clearest finding of each root cause.</p>')
+            parts += [self._finding(f) for f in leads[:room]]
+            room -= min(room, len(leads))
+        if others and room:
+            parts.append("<h2>Other failing findings</h2>")
+            parts += [self._finding(f) for f in others[:room]]
+        rest = len(leads) + len(others) - MAX_FINDINGS_SHOWN
+        if rest > 0:
+            parts.append(
+                f'<p class="small">{rest} more failing findings are in the table of every '
+                "finding below.</p>"
+            )
+        parts.append("</section>")
+        return "".join(parts)
 
     # -- one finding ---------------------------------------------------------------------
 
@@ -540,7 +555,13 @@ class _Page:
             if freq is not None:
                 parts.append(self._frequencies(freq, spec_run, base_run))
         evidence = scenario.distribution_evidence.get(spec_run)
-        if evidence is not None:
+        drawn = self.pit_drawn.get((scenario.scenario.name, spec_run))
+        if evidence is not None and drawn is not None:
+            parts.append(
+                f'<p class="small">The PIT histogram of run {esc(spec_run)}: with its '
+                f'<a href="#{drawn}">distribution finding</a>.</p>'
+            )
+        elif evidence is not None:
             parts.append(self._pit(scenario, spec_run, evidence))
         else:
             parts.append(
@@ -561,6 +582,15 @@ class _Page:
         tables = [row for f in scenario.findings if f is not finding for row in f.offsets]
         parts = []
         for windows in ev.offset_windows(finding, traces, tables):
+            key = (scenario.scenario.name, windows.run, windows.requests, windows.iterations)
+            drawn = self.rng_drawn.get(key)
+            if drawn is not None:
+                parts.append(
+                    f'<p class="small">The draw ranges of {esc(", ".join(windows.requests))} in '
+                    f'run {esc(windows.run)}: <a href="#{drawn}">drawn above</a>.</p>'
+                )
+                continue
+            self.rng_drawn[key] = self.anchors.get(id(finding), "")
             hidden = []
             if windows.more_iterations:
                 hidden.append(f"{windows.more_iterations} more iterations")

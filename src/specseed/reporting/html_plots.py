@@ -124,9 +124,10 @@ def frequency_figure(freq: TokenFrequencies, salt: str) -> str:
             xs = [i - 0.4 + width * (a + 0.5) for i in range(cells)]
             shares = [arm.share(i) for i in range(cells)]
             spans = [arm.interval(i) for i in range(cells)]
+            # Rounding can put an interval's end a hair inside its share: never below zero.
             errors = [
-                [s - lo for s, (lo, _) in zip(shares, spans, strict=True)],
-                [hi - s for s, (_, hi) in zip(shares, spans, strict=True)],
+                [max(0.0, s - lo) for s, (lo, _) in zip(shares, spans, strict=True)],
+                [max(0.0, hi - s) for s, (_, hi) in zip(shares, spans, strict=True)],
             ]
             ax.bar(
                 xs,
