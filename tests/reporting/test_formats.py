@@ -31,6 +31,7 @@ def test_the_built_in_formats_and_which_states_the_exit_code() -> None:
     assert [(f.name, f.states_exit_code) for f in BUILTIN_FORMATS] == [
         ("json", True),
         ("junit", False),
+        ("html", True),
     ]
 
 

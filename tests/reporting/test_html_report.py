@@ -35,7 +35,10 @@ from specseed.checks.findings import Finding, OffsetRow
 from specseed.reporting import html_evidence as ev
 from specseed.reporting.html import INSTALL_HINT, render_html
 from tests.bundle.common import invoke
+from tests.extras import require_extra
 from tests.reporting.browser import Browser, find_chromium
+
+require_extra("report")  # the figures (the page without them: a test below hides matplotlib)
 
 COMBO = """\
 name: mine

@@ -168,6 +168,7 @@ BUILTIN_FORMATS: tuple[OutputFormat, ...] = (
         ".html",
         "specseed.reporting.html:render",
         title="HTML report",
+        states_exit_code=True,
     ),
 )
 """The built-in formats (``--json`` and ``--junit`` write them too)."""
