@@ -19,10 +19,10 @@ to the test's temporary folder; the path is printed and recorded as a test prope
 
 from __future__ import annotations
 
+import importlib.abc
 import json
 import os
 import re
-import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -74,7 +74,6 @@ distribution: {samples: 80}
 
 MAX_BYTES = 1 << 20
 """Small enough to attach to an issue."""
-SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def _record(root: Path, scenario: str, defects: list[str]) -> Path:
@@ -369,24 +368,53 @@ def test_outside_text_is_escaped_and_scrubbed(combo: Path) -> None:
     assert "could not be drawn" not in page  # a '$' in a request name is text to matplotlib
 
 
+class _NoMatplotlib(importlib.abc.MetaPathFinder):
+    """Refuses, and remembers, every import of matplotlib."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name.split(".")[0] == "matplotlib" or name == "specseed.reporting.html_plots":
+            self.asked.append(name)
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
 def test_a_passing_page_needs_no_figures_and_the_audit_imports_no_matplotlib(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    code = (
-        "import sys\n"
-        "from typer.testing import CliRunner\n"
-        "from specseed.cli.app import app\n"
-        f"r = CliRunner().invoke(app, ['audit', '-s', 'distinct-seeds', '--no-progress', "
-        f"'--summary', '--bundle', {str(tmp_path / 'b')!r}, '--report', "
-        f"'html={tmp_path / 'p.html'}'])\n"
-        "assert r.exit_code == 0, r.output\n"
-        "assert 'matplotlib' not in sys.modules, 'matplotlib imported'\n"
+    for name in [m for m in sys.modules if m.split(".")[0] == "matplotlib"]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.delitem(sys.modules, "specseed.reporting.html_plots", raising=False)
+    guard = _NoMatplotlib()
+    monkeypatch.setattr(sys, "meta_path", [guard, *sys.meta_path])
+    json_only = invoke(
+        "audit",
+        "-s",
+        "distinct-seeds",
+        "--no-progress",
+        "--summary",
+        "--json",
+        str(tmp_path / "r.json"),
     )
-    env = {**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "80"}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
-    for page in ((tmp_path / "p.html").read_text(), (tmp_path / "b" / REPORT_HTML).read_text()):
-        assert "<h1>PASS</h1>" in page and "no figures needed" in page
+    assert json_only.exit_code == 0, json_only.output
+    assert guard.asked == []  # the main job: no bundle, no HTML report
+    page, bundle = tmp_path / "p.html", tmp_path / "b"
+    both = invoke(
+        "audit",
+        "-s",
+        "distinct-seeds",
+        "--no-progress",
+        "--summary",
+        "--bundle",
+        str(bundle),
+        "--report",
+        f"html={page}",
+    )
+    assert both.exit_code == 0, both.output
+    assert guard.asked == []  # a passing page draws nothing, so it loads no matplotlib
+    for text in (page.read_text(), (bundle / REPORT_HTML).read_text()):
+        assert "<h1>PASS</h1>" in text and "no figures needed" in text
 
 
 # -- in a real browser -------------------------------------------------------------------------
