@@ -24,6 +24,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -303,6 +304,17 @@ def test_overlapping_draws_are_marked_and_counted() -> None:
     assert (accept.expected_offset, accept.mismatch) == (2048, ("offset",))
 
 
+def test_overlaps_are_counted_without_comparing_every_pair() -> None:
+    # A crafted trace: every event of a request reads the same draws.
+    n = 20_000
+    same = [ev.Draw("a", i, i, "draft[0]", 7, 0, 100, 4) for i in range(n)]
+    marked, pairs = ev.mark_overlaps(same)
+    assert pairs == n * (n - 1) // 2 and all(d.overlaps for d in marked)
+    apart = [ev.Draw("a", i, i, "draft[0]", 7, 0, 10 * i, 4) for i in range(n)]
+    marked, pairs = ev.mark_overlaps(apart)
+    assert pairs == 0 and not any(d.overlaps for d in marked)
+
+
 def test_draws_come_from_the_trace_where_it_has_its_steps(combo: Path) -> None:
     bundle = read_bundle(combo)
     (scenario,) = bundle.scenarios
@@ -350,6 +362,10 @@ def test_outside_text_is_escaped_and_scrubbed(combo: Path) -> None:
             message=f"{hostile} {secret}",
             requests=tuple(f"{r}{hostile}" for r in f.requests),
             details=(hostile,),
+            offsets=tuple(
+                replace(r, request=f"{r.request}{hostile}", event=f"{r.event}{hostile}")
+                for r in f.offsets
+            ),
         )
         if f.status == "fail"
         else f
@@ -427,20 +443,28 @@ def _artifacts(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    """One headless Chromium for the module, with a fresh profile."""
+    executable = find_chromium()
+    if executable is None:
+        pytest.skip("Chromium is not installed (apt-get install chromium; .ci/run does)")
+    folder = tmp_path_factory.mktemp("chromium")
+    with Browser(executable, folder / "profile", folder / "chromium.log") as started:
+        yield started
+
+
 @pytest.mark.parametrize("name", ["combo", "dist"])
 def test_the_page_renders_in_a_headless_browser(
     name: str,
+    browser: Browser,
     request: pytest.FixtureRequest,
     tmp_path: Path,
     record_property: pytest.RecordProperty,
 ) -> None:
-    executable = find_chromium()
-    if executable is None:
-        pytest.skip("Chromium is not installed (apt-get install chromium; .ci/run does)")
     bundle: Path = request.getfixturevalue(name)
     page = bundle / REPORT_HTML
-    with Browser(executable, tmp_path / "profile", tmp_path / "chromium.log") as browser:
-        loaded = browser.load(page)
+    loaded = browser.load(page)
     shot = _artifacts(tmp_path) / f"{name}.png"
     shot.write_bytes(loaded.screenshot)
     record_property("screenshot", str(shot))

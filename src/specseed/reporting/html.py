@@ -63,6 +63,8 @@ MAX_OFFSET_ROWS = 16
 MAX_DETAIL_LINES = 24
 MAX_TABLE_ROWS = 200
 """Rows of a figure's number table (the figure itself shows what it can)."""
+MAX_FINDING_ROWS = 500
+"""Rows of the table of every finding (a large audit's passes are in the JSON report)."""
 MAX_TEXT = 2_000
 """Characters of one piece of outside text shown (a server's error page is longer)."""
 STATUS_LABEL = {
@@ -613,7 +615,7 @@ class _Page:
                     str(d.decoding_iter),
                     str(d.step),
                     esc(d.request),
-                    d.event,
+                    esc(d.event),
                     fmt_seed(d.seed),
                     str(d.subsequence),
                     _mark(str(d.offset), "offset" in d.mismatch),
@@ -656,19 +658,24 @@ class _Page:
 
     def _all_findings(self) -> str:
         rows = []
-        for finding in self.findings:
+        for finding in self.findings[:MAX_FINDING_ROWS]:
             anchor = self.anchors.get(id(finding))
             status = STATUS_LABEL[finding.status]
             label = f'<a href="#{anchor}">{status}</a>' if anchor else status
             rows.append(
                 f'<tr><td class="s-{finding.status}">{label}</td><td>{esc(finding.check)}</td>'
                 f"<td>{esc(finding.scenario)}</td><td>{esc(', '.join(finding.runs), 200)}</td>"
-                f"<td>{esc(finding.message)}</td></tr>"
+                f"<td>{esc(finding.message, 400)}</td></tr>"
             )
         if not rows:
             return ""
+        more = len(self.findings) - len(rows)
+        if more > 0:
+            rows.append(
+                f'<tr><td colspan="5">… {more} more findings (in the JSON report)</td></tr>'
+            )
         return (
-            f'<section id="all"><h2>Every finding</h2><details><summary>{len(rows)} findings'
+            f'<section id="all"><h2>Every finding</h2><details><summary>{len(self.findings)} findings'
             "</summary><table><thead><tr><th>status</th><th>check</th><th>scenario</th>"
             f"<th>runs</th><th>message</th></tr></thead><tbody>{''.join(rows)}</tbody>"
             "</table></details></section>"
@@ -851,7 +858,7 @@ def _offsets_table(rows: Sequence[OffsetRow]) -> str:
                 for c in (
                     str(r.step),
                     str(r.decoding_iter),
-                    r.event,
+                    esc(r.event),
                     fmt_request_seed(r.expected_seed),
                     str(r.expected_subsequence),
                     str(r.expected_offset),
