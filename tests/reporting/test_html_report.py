@@ -373,7 +373,13 @@ def test_outside_text_is_escaped_and_scrubbed(combo: Path) -> None:
     )
     result = replace(
         result,
-        scenarios=(replace(scenario, findings=findings),),
+        scenarios=(
+            replace(
+                scenario,
+                findings=findings,
+                scenario=scenario.scenario.model_copy(update={"description": hostile}),
+            ),
+        ),
         environment={**result.environment, "model": hostile, "api": secret},
     )
     page = render_html(result, 1)

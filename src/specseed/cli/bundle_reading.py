@@ -161,7 +161,7 @@ def report(
     first divergence with its token and RNG diffs, the suspects, the
     reproduce command. -f html writes the page every bundle holds as
     report.html again (figures need matplotlib: pip install
-    'specseed[report]').
+    'specseed\\[report]').
 
     The minimal scenario is the one `specseed minimize` stored in the
     bundle; without one, a small failing scenario is minimized first (see

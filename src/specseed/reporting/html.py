@@ -29,12 +29,15 @@ import html
 import importlib
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from specseed.checks import CHECKS
 from specseed.checks.attribution import RootCause, root_causes
+from specseed.checks.baseline import CHECK_ID as LOSSLESSNESS_CHECK
+from specseed.checks.baseline import sampled_groups
+from specseed.checks.distribution import CHECK_ID as DISTRIBUTION_CHECK
 from specseed.checks.findings import (
     ATTRIBUTION_TEXT,
     FAILING,
@@ -77,8 +80,7 @@ STATUS_LABEL = {
 _SEVERITY = {"fail": 4, "error": 3, "known-limitation": 2, "pass": 1, "skip": 0}
 _BIDI = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 RNG_EVIDENCE = "rng-state"
-DISTRIBUTION_CHECK = "distribution"
-LOSSLESSNESS_CHECK = "losslessness"
+"""What the RNG checks ``need``: their findings get the draw-range figure."""
 
 StepSource = Callable[[str, str], "RunTrace | None"]
 """``(scenario, run)`` -> the run's trace with its steps (a bundle's file), or None."""
@@ -410,6 +412,7 @@ class _Page:
             f"<code>{esc(finding.check)}</code> · scenario <code>{esc(finding.scenario)}</code>"
             f"{runs}</h3>",
             title,
+            self._scenario_line(finding),
             f'<p class="message">{esc(finding.message)}</p>',
         ]
         if finding.suspects:
@@ -430,6 +433,15 @@ class _Page:
             )
         parts.append("</article>")
         return "".join(parts)
+
+    def _scenario_line(self, finding: Finding) -> str:
+        scenario = self.scenario_of(finding)
+        if scenario is None or not scenario.scenario.description:
+            return ""
+        return (
+            f'<p class="small">Scenario {esc(finding.scenario)} '
+            f"({esc(scenario.source, 300)}): {esc(scenario.scenario.description, 600)}</p>"
+        )
 
     def _evidence(self, finding: Finding) -> str:
         scenario = self.scenario_of(finding)
@@ -538,7 +550,6 @@ class _Page:
         spec, base = scenario.traces.get(spec_run), scenario.traces.get(base_run)
         if spec is None or base is None:
             return ""
-        from specseed.checks.baseline import sampled_groups
         from specseed.distribution.twosample import MAX_POSITIONS
 
         parts = []
@@ -734,8 +745,6 @@ def _numbers(header: Sequence[str], rows: Sequence[Sequence[str]], *, open_: boo
 
 def _arms(trace: RunTrace) -> dict[tuple[object, ...], list[tuple[int, ...]]]:
     """A baseline run's sampled sequences by (prompt, temperature, top_k, top_p)."""
-    from specseed.checks.baseline import sampled_groups
-
     out: dict[tuple[object, ...], list[tuple[int, ...]]] = {}
     for key, ids in sampled_groups(trace).items():
         out.setdefault(key[1:], []).extend(tuple(trace.end.outputs.get(i, ())) for i in ids)
@@ -887,24 +896,6 @@ def _offsets_table(rows: Sequence[OffsetRow]) -> str:
         "<th>exp. seed</th><th>exp. subseq</th><th>exp. offset</th><th>seed</th><th>subseq</th>"
         f"<th>offset</th><th>draws</th></tr></thead><tbody>{''.join(body)}</tbody></table>{note}"
     )
-
-
-def figures_available() -> bool:
-    """True when matplotlib imports (the report then draws its figures)."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def steps_from(traces: Mapping[tuple[str, str], RunTrace]) -> StepSource:
-    """A step source over traces already read (``specseed report`` on a bundle)."""
-    return lambda scenario, run: traces.get((scenario, run))
-
-
-def _join(items: Iterable[str]) -> str:
-    return "".join(items)
 
 
 _STYLE = """

@@ -6,7 +6,8 @@ record of ``reporting.html_evidence`` and returns one ``<svg>`` element as text.
 
 Why SVG from matplotlib: the page must work offline and stay small enough to attach to an
 issue. An SVG is part of the page (no script, no font or file fetched, it scales with the
-window, and its text is searchable); a figure is 10 to 60 KB. A JavaScript plotting library
+window, and its text is searchable) and a figure stays small
+(benchmarks/bench_html_report.py prints the pages' sizes). A JavaScript plotting library
 would have to inline its bundle (plotly's is about 3.5 MB) in every report.
 
 Text is kept as ``<text>`` (``svg.fonttype: none``): smaller than glyph outlines, and the
