@@ -14,6 +14,8 @@ Layout (``BUNDLE_FORMAT`` 1; ARCHITECTURE.md, "Bundle format"):
                                    the distribution check's evidence for that run (per
                                    token numbers; ``check`` re-judges it without a model)
     DIR/<scenario>/minimal.yaml    optional: the smallest failing scenario (``minimize``)
+    DIR/report.html                the HTML report, written when the audit ends (the page
+                                   ``specseed report DIR -f html`` writes again)
 
 The manifest is written before anything runs and every whole file is written atomically
 (``specseed.core.files``: temporary file, fsync, ``os.replace``), so a crash or Ctrl-C leaves
@@ -90,7 +92,9 @@ FINDINGS_FILE = "findings.json"
 MINIMAL_FILE = "minimal.yaml"
 EVIDENCE_SUFFIX = ".distribution.json"
 """``<scenario>/<run>.distribution.json``: the distribution check's evidence of a run."""
-_TOP_LEVEL = (MANIFEST, MODEL, ENVIRONMENT)
+REPORT_HTML = "report.html"
+"""The HTML report (``reporting.html``), written once the audit ends; never read back."""
+_TOP_LEVEL = (MANIFEST, MODEL, ENVIRONMENT, REPORT_HTML)
 
 
 class BundleError(InputError):
@@ -487,6 +491,10 @@ class BundleWriter:
         if failed is not None:
             raise failed
 
+    def write_report(self, text: str) -> None:
+        """The HTML report (``REPORT_HTML``), rendered by the caller once the audit ended."""
+        write_atomic(self.root / REPORT_HTML, text)
+
 
 def _rewrite_in_place(path: Path, text: str) -> None:
     data = scrub_text(text, by_name=False).encode("utf-8")
@@ -619,7 +627,15 @@ class Bundle:
                     + " (the audit did not finish)",
                 )
             results.append(
-                ScenarioResult(item.scenario, item.source, item.traces, tuple(chosen), 0.0, missing)
+                ScenarioResult(
+                    item.scenario,
+                    item.source,
+                    item.traces,
+                    tuple(chosen),
+                    0.0,
+                    missing,
+                    dict(item.distribution_evidence),
+                )
             )
         return AuditResult(
             config=self.config,
@@ -896,6 +912,16 @@ def _read_trace_file(path: Path, notes: list[str]) -> RunTrace:
     if trace.end.failure is not None and trace.end.failure.exception == "TraceTruncated":
         notes.append(f"{path.parent.name}/{path.name}: the run ends early (no end record)")
     return trace
+
+
+def read_run_trace(root: Path, scenario: str, run: str) -> RunTrace | None:
+    """One run's trace file of the bundle in ``root``, with its steps, read as
+    :func:`read_bundle` reads it (names checked, no symlink followed, sizes bounded); None
+    when the bundle has no such file."""
+    path = root / check_name(scenario, "scenario name") / f"{check_name(run, 'run name')}.jsonl"
+    if _member_kind(path) != "file":
+        return None
+    return _read_trace_file(path, [])
 
 
 def read_bundle(path: Path) -> Bundle:

@@ -57,8 +57,8 @@ def audit(
         typer.Option(
             "--report",
             help="Write a report in FORMAT to PATH ('-' for stdout); repeatable. FORMAT: json "
-            "(as --json), junit (as --junit), or one another package adds (specseed formats "
-            "lists them). Example: --report junit=junit.xml",
+            "(as --json), junit (as --junit), html (one page with figures), or one another "
+            "package adds (specseed formats lists them). Example: --report junit=junit.xml",
             metavar="FORMAT=PATH",
             show_default=False,
         ),
@@ -78,7 +78,8 @@ def audit(
             "--bundle",
             help="Write a bug-report bundle to DIR as the audit goes: manifest, resolved "
             "model.yaml, every scenario's text, traces (DIR/<scenario>/<run>.jsonl), findings, "
-            "environment. Read it with specseed check / report / diff / replay.",
+            "environment, and the HTML report (DIR/report.html). Read it with specseed check / "
+            "report / diff / replay.",
             metavar="DIR",
         ),
     ] = None,

@@ -18,6 +18,7 @@ from specseed.workflows.exit_codes import EXIT_OUTPUT, EXIT_SIGNAL
 from specseed.workflows.outputs import check_writable
 
 if TYPE_CHECKING:  # commands import their modules when they run
+    from specseed.bundle.format import Bundle
     from specseed.checks.findings import Finding
     from specseed.run.results import AuditResult
 
@@ -131,7 +132,13 @@ def report(
     bundle: Annotated[Path, BUNDLE_ARG],
     fmt: Annotated[
         str,
-        typer.Option("--format", "-f", help="markdown (an issue body) or json.", metavar="FORMAT"),
+        typer.Option(
+            "--format",
+            "-f",
+            help="markdown (an issue body), json, or html (one self-contained page with "
+            "figures; the bundle's report.html).",
+            metavar="FORMAT",
+        ),
     ] = "markdown",
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write here (default: stdout).")
@@ -148,11 +155,13 @@ def report(
     ] = None,
     engine_from_bundle: Annotated[bool, ENGINE_FROM_BUNDLE] = False,
 ) -> None:
-    """Write an issue body from a bundle (Markdown for GitHub, or JSON).
+    """Write an issue body from a bundle (Markdown for GitHub, JSON, or HTML).
 
     Title, environment, expected versus observed, the minimal scenario, the
     first divergence with its token and RNG diffs, the suspects, the
-    reproduce command.
+    reproduce command. -f html writes the page every bundle holds as
+    report.html again (figures need matplotlib: pip install
+    'specseed\\[report]').
 
     The minimal scenario is the one `specseed minimize` stored in the
     bundle; without one, a small failing scenario is minimized first (see
@@ -161,6 +170,7 @@ def report(
     [bold]Examples[/]
 
       specseed report bug/ > issue.md
+      specseed report bug/ -f html -o report.html
       gh issue create --title "$(specseed report bug/ -f json | jq -r .title)" \\
         --body-file issue.md
     """
@@ -171,8 +181,8 @@ def report(
     from specseed.workflows.minimize import minimize_for_report
 
     with error_boundary():
-        if fmt not in ("markdown", "json"):
-            raise InputError(f"--format {fmt}: unknown format", hint="markdown or json")
+        if fmt not in ("markdown", "json", "html"):
+            raise InputError(f"--format {fmt}: unknown format", hint="markdown, json or html")
         check_writable(output, "output")
         loaded = read_bundle(bundle)
         rechecked = None
@@ -191,11 +201,28 @@ def report(
             say=err.print,
         ):
             loaded = read_bundle(bundle)  # with the minimal scenario it stored
+        if fmt == "html":
+            _write_text(output, _html_page(loaded, findings))
+            return
         issue = build_issue(loaded, findings)
         # Bundle text in the body reaches a terminal or an issue: controls escaped (JSON
         # escapes its own).
         text = printable(render_markdown(issue)) if fmt == "markdown" else render_issue_json(issue)
         _write_text(output, text)
+
+
+def _html_page(loaded: Bundle, findings: list[Finding]) -> str:
+    """The bundle's HTML report (``reporting.html``) from its recorded findings and traces."""
+    from specseed.reporting.html import render_html
+
+    by_scenario: dict[str, list[Finding]] = {item.name: [] for item in loaded.scenarios}
+    for finding in findings:
+        by_scenario.setdefault(finding.scenario, []).append(finding)
+    result = loaded.as_result(by_scenario)
+    recorded = loaded.manifest.exit_code
+    code = recorded if recorded is not None else _check_code(result)
+    notes = (*loaded.notes, *((loaded.unjudged,) if loaded.unjudged else ()))
+    return render_html(result, code, notes=notes, source=f"bundle {loaded.root}")
 
 
 def diff(
