@@ -66,6 +66,7 @@ COMPARISON_CHECK_IDS: tuple[str, ...] = (
     "overlap-invariance",
     "greedy-spec-equivalence",
     "losslessness",
+    "knob-equivalence",
 )
 """Ids of specseed's comparison checks, the ones ``expect`` may name, in registration order.
 
