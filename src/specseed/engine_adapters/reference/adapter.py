@@ -402,6 +402,8 @@ class _EngineRun:
         options = options_of(settings, ReferenceOptions)
         defects = tuple(options.defects)
         self.max_draft_len = settings.max_draft_len
+        self.ignore_eos = options.ignore_eos
+        """What a request that leaves ``ignore_eos`` unset gets."""
         self.defects = frozenset(defects)
         self.rng = RngAssigner(get_contract(engine.rng_profile(plan)), defects, self.max_draft_len)
         self.buffers = RngBuffers(
@@ -664,7 +666,8 @@ class _EngineRun:
         string), or None."""
         plan = request.plan
         stops = set(plan.stop_token_ids or ())
-        if not plan.ignore_eos:
+        ignore_eos = self.ignore_eos if plan.ignore_eos is None else plan.ignore_eos
+        if not ignore_eos:
             stops |= self.engine.eos_ids
         if not stops and not plan.stop:
             return None
