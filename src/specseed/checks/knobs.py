@@ -19,11 +19,12 @@ here, named by its evidence.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from specseed.checks.context import CheckContext
 from specseed.checks.findings import ATTRIBUTION_TEXT, Finding, Suspect, TokenDiff
 from specseed.checks.registry import comparison_check, run_check
+from specseed.checks.token_suspects import TokenDivergence
 from specseed.checks.trace_evidence import stream_diff
 from specseed.core.wording import plural
 from specseed.scenarios.schema import Expectation
@@ -520,15 +521,32 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
+def _greedy(trace: RunTrace, compared: Iterable[str]) -> list[RequestInfo]:
+    wanted = set(compared)
+    return [r for r in _scenario(trace) if r.temperature == 0 and r.request_id in wanted]
+
+
 def _divergence_suspects(
-    diff: TokenDiff,
-    info: RequestInfo,
-    base: RunTrace,
-    other: RunTrace,
-    filters_held: bool,
-    control_diverged: bool,
+    diff: TokenDiff, base: RunTrace, other: RunTrace, compared: Iterable[str]
 ) -> list[Suspect]:
-    """Which defects a greedy request's divergence from K = 0 fits."""
+    """Which defects a greedy request's divergence from K = 0 fits, given how the other
+    compared requests fared: a request with logit_bias or min_p (and no penalty) that held
+    rules a knob dropped on the speculative path out; a request without knobs that diverged
+    too points at numerics."""
+    requests = _greedy(base, compared)
+    held = {
+        r.request_id
+        for r in requests
+        if r.request_id in other.end.outputs
+        and base.end.outputs.get(r.request_id) == other.end.outputs[r.request_id]
+    }
+    knobs_of = {r.request_id: r.knobs() for r in requests}
+    filters_held = any(
+        any(k in knobs for k in FILTERS) and not any(k in knobs for k in PENALTIES) and rid in held
+        for rid, knobs in knobs_of.items()
+    )
+    control_diverged = any(not knobs and rid not in held for rid, knobs in knobs_of.items())
+    info = base.request(diff.request)
     rid = info.request_id
     left, right = base.end.outputs.get(rid, ()), other.end.outputs.get(rid, ())
     shorter, longer = (left, right) if len(left) < len(right) else (right, left)
@@ -586,6 +604,14 @@ def _divergence_suspects(
     return suspects
 
 
+def _token_suspects(divergence: TokenDivergence) -> list[Suspect]:
+    """The rule for a divergence seen in tokens only: what the request's knobs, its stop and
+    the other compared requests support (``_divergence_suspects``)."""
+    return _divergence_suspects(
+        divergence.diff, divergence.left, divergence.right, divergence.compared
+    )
+
+
 @comparison_check(
     "knob-equivalence",
     short="knob=",
@@ -595,6 +621,7 @@ def _divergence_suspects(
     "prefix) with speculation as in the K = 0 run named first; sampled requests are left to "
     "losslessness.",
     targets=("spec-knobs-dropped", "penalty-stale-in-step", "tokens-past-stop", "fake-logprobs"),
+    token_suspects=_token_suspects,
 )
 def knob_equivalence(ctx: CheckContext, expectation: Expectation) -> Iterator[Finding]:
     runs = tuple(expectation.runs)
@@ -645,22 +672,12 @@ def knob_equivalence(ctx: CheckContext, expectation: Expectation) -> Iterator[Fi
             for info in requests
             if (d := stream_diff(base, other, info.request_id)) is not None
         }
-        filters_held = any(
-            any(k in info.knobs() for k in FILTERS)
-            and not any(k in info.knobs() for k in PENALTIES)
-            and info.request_id not in token_diffs
-            for info in requests
-        )
-        control_diverged = any(
-            not info.knobs() and info.request_id in token_diffs for info in requests
-        )
+        compared = [info.request_id for info in requests]
         for info in requests:
             rid = info.request_id
             diff = token_diffs.get(rid)
             if diff is not None:
-                found = _divergence_suspects(
-                    diff, info, base, other, filters_held, control_diverged
-                )
+                found = _divergence_suspects(diff, base, other, compared)
                 diffs.append(diff)
                 groups.append((rid, tuple(s.defect for s in found)))
                 affected.append(rid)

@@ -479,7 +479,8 @@ def parse_choices(
 def _checked_choice(choice: _Choice, max_tokens: int) -> None:
     if choice.token_ids is None:
         raise MalformedResponse(
-            "the completion has no choices[].token_ids: the server ignored the token-id "
+            f"the completion has no choices[{choice.index}].token_ids: the server ignored the "
+            "token-id "
             "request field (a gateway may drop it, or the server speaks another dialect)"
         )
     if len(choice.token_ids) > max_tokens:
