@@ -614,7 +614,7 @@ def _token_suspects(divergence: TokenDivergence) -> list[Suspect]:
 
 @comparison_check(
     "knob-equivalence",
-    short="knob=",
+    short="knobspec",
     title="Knobs act alike with and without speculation",
     description="Greedy requests (with knobs or without) give the same tokens, finish reasons "
     f"and log-probabilities (within {LOGPROB_TOLERANCE} nats, the same tokens at the same "
