@@ -125,15 +125,45 @@ def test_knobs_honoured() -> None:
     outputs = {"g": TOKENS, "ban": TOKENS, "m": TOKENS[:3] + (1,) * 5, "k0": TOKENS, "k1": TOKENS}
     bad = _trace("r", requests, outputs)
     finding = _one(knobs_honoured(_ctx(bad), bad))
-    assert finding.status == "fail"
-    assert {s.defect for s in finding.suspects} == {
-        "spec-knobs-dropped",
-        "unset-temperature-greedy",
-    }
+    assert finding.status == "fail" and len(finding.details) == 4
+    assert {s.defect for s in finding.suspects} == {"unset-temperature-greedy"}
     assert not _one(knobs_honoured(_ctx(bad), _trace("r0", requests, outputs, k=0))).suspects
     good_outputs = {**outputs, "ban": (5, 7, 7, 9, 10, 11, 12, 13), "m": TOKENS, "k1": (1,) * 8}
     good = _trace("r", requests, good_outputs)
     assert _one(knobs_honoured(_ctx(good), good)).status == "pass"
+
+
+def test_knobs_honoured_judges_a_penalty_by_its_twins_logprobs() -> None:
+    loop = (5, 6, 5, 6, 5, 6, 5, 6)
+    # At position 2 the twin repeats 5 (log-probability -0.5); 9 is at -0.9: a presence
+    # penalty of 1 puts 9 first, one of 0.2 does not.
+    lp = tuple(TokenLogprob(-0.5, ((t, -0.5), (9, -0.9))) for t in loop)
+    twin = _info("twin", logprobs=2)
+    for penalty, penalised, status in (
+        (1.0, loop, "fail"),
+        (0.2, loop, "pass"),
+        (1.0, (5, 6, 9), "pass"),
+    ):
+        request = _info("pen", presence_penalty=penalty)
+        trace = _trace(
+            "r", [twin, request], {"twin": loop, "pen": penalised}, logprobs={"twin": lp}
+        )
+        finding = _one(knobs_honoured(_ctx(trace), trace))
+        assert finding.status == status, (penalty, finding.message)
+    assert (
+        "puts token 9 above it"
+        in _one(
+            knobs_honoured(
+                _ctx(trace),
+                _trace(
+                    "r",
+                    [twin, _info("pen", presence_penalty=1.0)],
+                    {"twin": loop, "pen": loop},
+                    logprobs={"twin": lp},
+                ),
+            )
+        ).message
+    )
 
 
 def test_knob_equivalence() -> None:

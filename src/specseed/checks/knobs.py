@@ -25,7 +25,7 @@ from specseed.checks.context import CheckContext
 from specseed.checks.findings import ATTRIBUTION_TEXT, Finding, Suspect, TokenDiff
 from specseed.checks.registry import comparison_check, run_check
 from specseed.checks.token_suspects import TokenDivergence
-from specseed.checks.trace_evidence import stream_diff
+from specseed.checks.trace_evidence import emission_map, stream_diff
 from specseed.core.wording import plural
 from specseed.scenarios.schema import Expectation
 from specseed.traces.records import RequestInfo, RunTrace, TokenLogprob
@@ -175,7 +175,6 @@ def _logprob_problems(
                 (rid, f"{where}: {len(entry.top)} top entries for logprobs {info.logprobs}", None)
             )
         elif token in top and abs(top[token] - entry.logprob) > LOGPROB_TOLERANCE:
-            fake = entry.logprob == 0.0
             problems.append(
                 (
                     rid,
@@ -183,11 +182,9 @@ def _logprob_problems(
                     f"{top[token]:.4g} in its own top-{info.logprobs}",
                     Suspect(
                         "fake-logprobs",
-                        f"{where} is reported with log-probability 0.0 while its own top list "
-                        f"gives it {top[token]:.4g}",
-                    )
-                    if fake
-                    else None,
+                        f"{where} is reported with log-probability {entry.logprob:.4g} while "
+                        f"its own top list gives it {top[token]:.4g}: not the target's",
+                    ),
                 )
             )
         elif sum(math.exp(v) for v in {**top, token: entry.logprob}.values()) > 1.0 + 1e-3:
@@ -365,16 +362,55 @@ def _greedy_twins(trace: RunTrace) -> dict[tuple[object, ...], RequestInfo]:
     return twins
 
 
-def _dropped(trace: RunTrace, rid: str, position: int, knob: str) -> Suspect | None:
-    """Suspect a knob dropped on the speculative path: the run speculates and the knob held
-    for the prefill's token (position 0) but not later."""
-    if not _speculates(trace) or position == 0:
+def _penalty_problem(trace: RunTrace, info: RequestInfo, tokens: Sequence[int]) -> str | None:
+    """Whether a greedy request's positive presence/frequency penalty acted where its twin's
+    own log-probabilities say it must: at the first repeat of the twin (same prompt, no knob
+    but logprobs) where the penalty puts another of the twin's top tokens above the repeated
+    one, the request must leave the twin (before it, the penalty lowers only tokens already
+    emitted, never the chosen new one). None: nothing to judge; "": it acted; else the
+    problem."""
+    knobs = info.knobs()
+    presence = float(knobs.pop("presence_penalty", 0.0) or 0.0)
+    frequency = float(knobs.pop("frequency_penalty", 0.0) or 0.0)
+    knobs.pop("logprobs", None)
+    if info.temperature != 0 or knobs or presence < 0 or frequency < 0 or not presence + frequency:
         return None
-    return Suspect(
-        "spec-knobs-dropped",
-        f"{rid}: {knob} held for the first token (the prefill's) and not at token {position}, "
-        "a verified one",
+    twin = next(
+        (
+            r
+            for r in _scenario(trace)
+            if r.temperature == 0
+            and (r.prompt_ids, r.max_tokens) == (info.prompt_ids, info.max_tokens)
+            and set(r.knobs()) == {"logprobs"}
+            and trace.end.logprobs.get(r.request_id)
+        ),
+        None,
     )
+    if twin is None:
+        return None
+    plain = trace.end.outputs.get(twin.request_id, ())
+    reported = trace.end.logprobs[twin.request_id]
+    counts: dict[int, int] = {}
+    for position, (token, entry) in enumerate(zip(plain, reported, strict=False)):
+        if position >= len(tokens) or tokens[position] != token:
+            return ""  # the request left its twin: the penalty acted (or nothing to judge)
+
+        def score(candidate: int, logprob: float) -> float:
+            seen = counts.get(candidate, 0)
+            return logprob - presence * (seen > 0) - frequency * seen
+
+        if counts.get(token) and len(entry.top) >= 2:
+            mine = score(token, entry.logprob)
+            best = max(((score(t, v), t, v) for t, v in entry.top if t != token), default=None)
+            if best is not None and best[0] > mine + 1e-3:
+                return (
+                    f"{info.request_id} emitted {twin.request_id}'s token {token} at position "
+                    f"{position} again, though its penalty (presence {presence:g}, frequency "
+                    f"{frequency:g}) puts token {best[1]} above it ({best[0]:.3g} against "
+                    f"{mine:.3g}, from {twin.request_id}'s log-probabilities)"
+                )
+        counts[token] = counts.get(token, 0) + 1
+    return ""
 
 
 @run_check(
@@ -382,8 +418,10 @@ def _dropped(trace: RunTrace, rid: str, position: int, knob: str) -> Suspect | N
     short="knobs",
     title="Knobs act as they must",
     description="The knobs whose effect needs no model: a token with logit_bias -100 never "
-    "comes and one with +100 always does, a sampled request with min_p 1 emits its greedy "
-    "twin's tokens, and sampled top-k/top-p requests at temperature 1 are not all greedy.",
+    "comes and one with +100 always does, a penalised greedy request leaves its twin where "
+    "the twin's own log-probabilities say the penalty must win, a sampled request with min_p "
+    "1 emits its greedy twin's tokens, and sampled top-k/top-p requests at temperature 1 are "
+    "not all greedy.",
     targets=("spec-knobs-dropped", "unset-temperature-greedy"),
     needs=("tokens",),
 )
@@ -411,7 +449,7 @@ def knobs_honoured(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
                         rid,
                         f"{rid} emitted token {tokens[hit]} at position {hit} despite its "
                         f"logit_bias {bias[tokens[hit]]:g}",
-                        _dropped(trace, rid, hit, "logit_bias"),
+                        None,
                     )
                 )
         if forced:
@@ -426,9 +464,14 @@ def knobs_honoured(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
                         rid,
                         f"{rid} emitted token {tokens[miss]} at position {miss}, though logit_bias "
                         f"+{FORCE:g} forces {sorted(forced)}",
-                        _dropped(trace, rid, miss, "logit_bias"),
+                        None,
                     )
                 )
+        penalised = _penalty_problem(trace, info, tokens)
+        if penalised is not None:
+            verified.append(f"{rid} (penalties)")
+            if penalised:
+                problems.append((rid, penalised, None))
         if info.temperature == 0 or info.parent is not None:
             continue
         twin = twins.get(_twin_key(info))
@@ -450,7 +493,7 @@ def knobs_honoured(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
                         f"{rid} (min_p 1, temperature {info.temperature:g}) leaves its greedy "
                         f"twin {twin.request_id} at token {position}: min_p 1 keeps only the most "
                         "probable token",
-                        _dropped(trace, rid, position, "min_p"),
+                        None,
                     )
                 )
         elif (
@@ -510,6 +553,27 @@ def _logprob_mismatch(
             if token in top_b and abs(top_b[token] - value) > LOGPROB_TOLERANCE:
                 return position, value, top_b[token]
     return None
+
+
+def _logprob_suspect(
+    base: RunTrace, other: RunTrace, rid: str, position: int, was: float, now: float
+) -> Suspect:
+    """Why one token's reported log-probability differs between the runs: the target logits
+    behind it differ (numerics), or the same logits were reported otherwise (not the
+    target's: 0.0, or another distribution's)."""
+    fingerprints = [[at.fingerprint for at in emission_map(trace, rid)] for trace in (base, other)]
+    seen = all(len(f) > position and f[position] for f in fingerprints)
+    if seen and fingerprints[0][position] != fingerprints[1][position]:
+        return Suspect(
+            "greedy-drift",
+            f"{rid} token {position}: the target logits behind it differ between "
+            f"{base.name} and {other.name}, and so do its log-probabilities",
+        )
+    return Suspect(
+        "fake-logprobs",
+        f"{rid} token {position}: log-probability {was:.4g} in {base.name}, reported as "
+        f"{now:.4g} in {other.name} for the same token after the same tokens",
+    )
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -700,18 +764,7 @@ def knob_equivalence(ctx: CheckContext, expectation: Expectation) -> Iterator[Fi
             if mismatch is not None:
                 position, was, now = mismatch
                 affected.append(rid)
-                fake = now == 0.0 and was < -LOGPROB_TOLERANCE
-                found = (
-                    [
-                        Suspect(
-                            "fake-logprobs",
-                            f"{rid} token {position}: log-probability {was:.4g} in {base.name}, "
-                            f"reported as 0.0 in {other.name}",
-                        )
-                    ]
-                    if fake
-                    else []
-                )
+                found = [_logprob_suspect(base, other, rid, position, was, now)]
                 groups.append((rid, tuple(s.defect for s in found)))
                 found_suspects.extend(found)
                 problems.append(

@@ -149,7 +149,8 @@ DEFECTS: tuple[DefectClass, ...] = (
     ),
     DefectClass(
         "fake-logprobs",
-        "tokens accepted from drafts report log-probability 0.0 instead of the target's",
+        "tokens accepted from drafts report a log-probability that is not the target's (0.0, "
+        "or the draft's)",
         "llama.cpp issue 27972 (speculative log-probabilities reported as 0.0)",
         "an accepted draft token's reported log-probability is 0.0; the bonus token's is computed",
     ),
