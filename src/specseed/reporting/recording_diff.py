@@ -24,6 +24,8 @@ def _result(item: RequestComparison, left: str, right: str) -> Text:
         return Text(f"missing in {where}", style="bold red")
     if item.status == "rng-differs":
         return Text(f"same tokens, RNG differs at event {item.rng_index}", style="yellow")
+    if item.status == "reports-differ":
+        return Text(f"same tokens, {item.report}", style="yellow")
     return Text(f"diverged at token {item.position}", style="bold red")
 
 
@@ -104,5 +106,6 @@ def render_recording_diff(diff: RecordingDiff, console: Console, *, show_all: bo
     console.print(
         f"{verdict}: {runs} runs, {len(diff.requests)} requests: {counts['equal']} equal, "
         f"{counts['diverged']} diverged, {counts['rng-differs']} same tokens with other RNG "
-        f"states, {counts['missing']} missing"
+        f"states, {counts['reports-differ']} same tokens with other reports, "
+        f"{counts['missing']} missing"
     )

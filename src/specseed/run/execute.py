@@ -66,8 +66,8 @@ def _missing_evidence(spec: CheckSpec, traces: Sequence[RunTrace]) -> str | None
     A check whose evidence the engine did not expose is skipped with the reason, never passed.
     """
     for trace in traces:
-        if trace.header.not_served is not None:
-            return f"run {trace.name} was not served: {trace.header.not_served}"
+        if trace.unserved is not None:
+            return f"run {trace.name} was not served: {trace.unserved}"
     for trace in traces:
         missing = trace.header.observability.missing(spec.needs)
         if missing:
@@ -125,13 +125,11 @@ def evaluate(
 
     def comparison(spec: ComparisonCheckSpec, expectation: Expectation) -> None:
         runs = [traces[name] for name in expectation.runs if name in traces]
-        served = [t for t in runs if t.header.not_served is None]
+        served = [t for t in runs if t.unserved is None]
         if runs and runs[0] in served and len(served) >= 2 and len(served) < len(runs):
             # Compare what was served against the first run, and say what was not.
             left_out = [t for t in runs if t not in served]
-            note = "; not served: " + "; ".join(
-                f"{t.name} ({t.header.not_served})" for t in left_out
-            )
+            note = "; not served: " + "; ".join(f"{t.name} ({t.unserved})" for t in left_out)
             narrowed = expectation.model_copy(update={"runs": [t.name for t in served]})
             guarded(
                 spec,

@@ -29,6 +29,7 @@ from specseed.engine_adapters.reference.live import LiveEngine, LiveResult
 from specseed.server.protocol import (
     MAX_BODY_BYTES,
     CompletionChoice,
+    CompletionLogprobs,
     CompletionRequest,
     CompletionResponse,
     ModelCard,
@@ -41,6 +42,35 @@ from specseed.server.protocol import (
 DEFAULT_MODEL_NAME = "specseed-reference"
 
 _bearer = HTTPBearer(auto_error=False)
+
+
+LOGPROB_FLOOR = -9999.0
+"""What a log-probability of -inf is written as (JSON has no infinity; vLLM writes this)."""
+
+
+def _logprobs(result: LiveResult, as_ids: bool) -> CompletionLogprobs | None:
+    """A choice's log-probabilities in the OpenAI completions form; tokens named by their
+    text, or ``token_id:<id>`` (vLLM's ``return_tokens_as_token_ids``)."""
+    if result.logprobs is None:
+        return None
+
+    def name(token: int) -> str:
+        return f"token_id:{token}" if as_ids else decode_text([token])
+
+    def finite(value: float) -> float:
+        return value if value > LOGPROB_FLOOR else LOGPROB_FLOOR
+
+    tokens = list(result.output_ids)
+    offsets, offset = [], 0
+    for token in tokens:
+        offsets.append(offset)
+        offset += len(decode_text([token]))
+    return CompletionLogprobs(
+        tokens=[name(t) for t in tokens],
+        token_logprobs=[finite(x.logprob) for x in result.logprobs],
+        top_logprobs=[{name(t): finite(v) for t, v in x.top} for x in result.logprobs],
+        text_offset=offsets,
+    )
 
 
 def _settle(future: asyncio.Future[LiveResult], result: LiveResult) -> None:
@@ -210,36 +240,47 @@ def create_app(
             top_k=0 if body.top_k >= vocab else max(body.top_k, 0),
             top_p=body.top_p,
             max_tokens=body.max_tokens,
+            **body.knobs(),
         )
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[LiveResult] = loop.create_future()
+        futures: list[asyncio.Future[LiveResult]] = []
+        # Each child of n is a request of its own, on a stream of its own (seed + i).
+        for child in live.children_of(plan):
+            future: asyncio.Future[LiveResult] = loop.create_future()
 
-        def deliver(result: LiveResult) -> None:  # runs on the engine thread
-            loop.call_soon_threadsafe(_settle, future, result)
+            def deliver(result: LiveResult, future: asyncio.Future[LiveResult] = future) -> None:
+                loop.call_soon_threadsafe(_settle, future, result)  # from the engine thread
 
-        live.submit(plan, deliver)
-        result = await future
+            live.submit(child, deliver)
+            futures.append(future)
+        results = list(await asyncio.gather(*futures))
         served["completions"] += 1
-        if result.error is not None:
-            raise HTTPException(
-                500, f"the engine failed while serving this request: {result.error}"
-            )
-        tokens = list(result.output_ids)
+        failed = next((r.error for r in results if r.error is not None), None)
+        if failed is not None:
+            raise HTTPException(500, f"the engine failed while serving this request: {failed}")
         with_ids = body.return_token_ids or not body.detokenize
-        choice = CompletionChoice(
-            text=decode_text(tokens),
-            token_ids=tokens if with_ids else None,
-            prompt_token_ids=list(result.prompt_ids) if body.return_token_ids else None,
-        )
+        choices = [
+            CompletionChoice(
+                index=index,
+                text=decode_text(list(result.output_ids)),
+                token_ids=list(result.output_ids) if with_ids else None,
+                prompt_token_ids=list(result.prompt_ids) if body.return_token_ids else None,
+                finish_reason=result.finish_reason or "length",
+                logprobs=_logprobs(result, body.return_tokens_as_token_ids),
+            )
+            for index, result in enumerate(results)
+        ]
+        prompt_ids = results[0].prompt_ids
+        generated = sum(len(r.output_ids) for r in results)
         return CompletionResponse(
             id=f"cmpl-{plan.request_id}",
             created=int(time.time()),
             model=model_name,
-            choices=[choice],
+            choices=choices,
             usage=Usage(
-                prompt_tokens=len(result.prompt_ids),
-                completion_tokens=len(tokens),
-                total_tokens=len(result.prompt_ids) + len(tokens),
+                prompt_tokens=len(prompt_ids),
+                completion_tokens=generated,
+                total_tokens=len(prompt_ids) + generated,
             ),
         )
 

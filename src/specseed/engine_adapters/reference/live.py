@@ -31,7 +31,7 @@ from specseed.engine_adapters.reference.adapter import (
     _Request,
 )
 from specseed.engine_adapters.reference.lockstep import serve_alone
-from specseed.traces.records import StepRecord, TraceRecorder
+from specseed.traces.records import FinishReason, StepRecord, TokenLogprob, TraceRecorder
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,9 @@ class LiveResult:
     output_ids: tuple[int, ...]
     error: str | None = None
     """``ExceptionType: message`` when an engine step raised while the request was in it."""
+    finish_reason: FinishReason | None = None
+    logprobs: tuple[TokenLogprob, ...] | None = None
+    """Per emitted token, where the request asked ``logprobs``."""
 
 
 Callback = Callable[[LiveResult], None]
@@ -106,6 +109,10 @@ class LiveEngine:
 
     def new_request_id(self) -> str:
         return f"http-{next(self._ids)}"
+
+    def children_of(self, plan: RequestPlan) -> tuple[RequestPlan, ...]:
+        """A request as the engine serves it: its ``n`` children (each submitted alone)."""
+        return self._run.children_of(plan)
 
     @property
     def capacity(self) -> int:
@@ -200,7 +207,15 @@ class LiveEngine:
         for request in self._batcher.active:
             done = self._callbacks.pop(id(request), None) if request.done else None
             if done is not None:
-                done(LiveResult(request.prompt_ids, tuple(request.output)))
+                asked = request.plan.logprobs is not None
+                done(
+                    LiveResult(
+                        request.prompt_ids,
+                        tuple(request.output),
+                        finish_reason=request.finish,
+                        logprobs=tuple(request.logprobs) if asked else None,
+                    )
+                )
 
     def _fail_all(self, error: str) -> None:
         """An engine step raised: fail every request the engine holds and start afresh."""
