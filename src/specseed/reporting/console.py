@@ -670,6 +670,16 @@ def render_matrix(matrix: MatrixResult, console: Console) -> None:
         console.print(f"[red]not caught:[/] {row.defect}{why} — {get_defect(row.defect).summary}")
 
 
+def engine_log_note(path: Path) -> str:
+    """The line that names the temporary file an engine's log went to."""
+    try:
+        with path.open("rb") as log:
+            lines = sum(chunk.count(b"\n") for chunk in iter(lambda: log.read(1 << 20), b""))
+    except OSError:
+        return f"The engine's log is in {path}"
+    return f"The engine's log ({plural(lines, 'line')}) is in {path}"
+
+
 class ConsoleReporter(Reporter):
     """The Rich terminal report; with ``progress``, a progress bar on stderr while it runs;
     with ``summary``, only the verdict table and the root causes.
@@ -711,6 +721,8 @@ class ConsoleReporter(Reporter):
         elif isinstance(event, AuditFinished):
             if event.result is not None:
                 self._print_notes(event.result, event.bundle)
+            if event.engine_log is not None:
+                self.err.print(escape(engine_log_note(event.engine_log)), soft_wrap=True)
         elif self.progress is not None:
             self.progress(event)
 

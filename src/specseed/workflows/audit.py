@@ -145,7 +145,7 @@ class Audit(Workflow):
                     code = EXIT_SIGNAL[name]
                     names = tuple(p.scenario.name for p in planned)
                     self.emit(AuditInterruptedEvent(name, 0, names, reported=False))
-                    self.emit(AuditFinished(None, code, self.outputs.bundle))
+                    self.emit(AuditFinished(None, code, self.outputs.bundle, self.temporary_log()))
                     return AuditOutcome(None, code)
                 guard.defer()
                 if result.interrupted:
@@ -158,7 +158,7 @@ class Audit(Workflow):
                     self.flush_terminal(lambda: console.finish(result, code))
                 if guard.received and not result.interrupted:  # came while reports were written
                     code = EXIT_SIGNAL[guard.received]
-                self.emit(AuditFinished(result, code, self.outputs.bundle))
+                self.emit(AuditFinished(result, code, self.outputs.bundle, self.temporary_log()))
         return AuditOutcome(result, code)
 
     def _jobs(self, planned: Sequence[PlannedScenario]) -> int:

@@ -57,7 +57,9 @@ class AuditOutputs:
     """Replace an earlier bundle in ``bundle`` (its files only); refused without it."""
     engine_log: Path | None = None
     """Where the engine's log (vLLM's logger, stderr of in-process engines) goes during the
-    runs; default: the bundle's ``engine.log`` with ``bundle``, else the terminal."""
+    runs (``Path("-")``: the terminal, live); default: the bundle's ``engine.log`` with
+    ``bundle``, else with ``terminal`` a temporary file, named at the end when the engine
+    wrote to it, else wherever the engine writes (the caller's stderr)."""
     argv: tuple[str, ...] = ("audit",)
     """The command line after ``specseed``, for the reproduce string and the bundle's
     manifest."""
