@@ -11,6 +11,7 @@ from rich.text import Text
 from specseed.bundle.compare import RecordingDiff, RequestComparison
 from specseed.checks.findings import EventState
 from specseed.core.seeds import fmt_seed
+from specseed.reporting.layout import Fitted, print_words
 
 MAX_DETAILED = 3
 """Differing requests shown with tokens and RNG states; the others get their line only."""
@@ -81,8 +82,8 @@ def render_detail(item: RequestComparison, left: str, right: str) -> Group:
 
 def render_recording_diff(diff: RecordingDiff, console: Console, *, show_all: bool = False) -> None:
     counts = diff.counts()
-    console.print(Text.assemble(("A", "bold"), f" = {diff.left}"))
-    console.print(Text.assemble(("B", "bold"), f" = {diff.right}"))
+    print_words(console, Text.assemble(("A", "bold"), f" = {diff.left}"), indent=4)
+    print_words(console, Text.assemble(("B", "bold"), f" = {diff.right}"), indent=4)
     shown = [r for r in diff.requests if show_all or r.differs]
     if shown:
         table = Table(header_style="bold", title_justify="left", box=None, pad_edge=False)
@@ -90,7 +91,8 @@ def render_recording_diff(diff: RecordingDiff, console: Console, *, show_all: bo
             table.add_column(column)
         for item in shown:
             table.add_row(item.scenario, item.run, item.request, _result(item, "A", "B"))
-        console.print(table)
+        # Names are never cut ("unseeded-neig…"): where they do not fit, rows become lines.
+        console.print(Fitted(table), soft_wrap=True)
     detailed = [r for r in diff.requests if r.status in ("diverged", "rng-differs")]
     for item in detailed[:MAX_DETAILED]:
         console.print()
