@@ -18,9 +18,9 @@ from specseed.workflows.outputs import check_output_paths
 __all__ = [
     "ENGINE_LOG",
     "FLAG",
-    "engine_log_option",
     "check_model_yaml_argument",
     "check_output_paths",
+    "engine_log_option",
 ]
 
 FLAG = ""

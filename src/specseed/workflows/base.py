@@ -122,7 +122,7 @@ class Workflow:
             check_writable(path, fmt.what)
         check_writable(outputs.engine_log, "engine log")
         check_writable(outputs.bundle, "bundle", directory=True)
-        check_bundle_folder(outputs.bundle, force=outputs.force)
+        check_bundle_folder(outputs.bundle, force=outputs.force, flag=outputs.bundle_flag)
 
     def skip_shard(self) -> int:
         """Nothing to run in this shard, and that is no error: said through the events."""
