@@ -84,6 +84,7 @@ def test_a_refused_key_reads_as_the_server_said_it(
         "Bearer authentication with the key in $SPECSEED_KEY",
         "export SPECSEED_KEY=<key> first",
         "export OPENAI_API_KEY=... before the audit",
+        "SPECSEED_KEY=$(cat key.txt) specseed serve --api-key-env SPECSEED_KEY",
         "Authorization: Bearer KEY",
         "probe first diverges at token 17; first different token: 17",
         "missing key: temperature",

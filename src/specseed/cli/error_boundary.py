@@ -49,7 +49,13 @@ def _print_error(exc: SpecseedError) -> None:
         for problem in exc.problems:
             print_message(stderr, f"  • {problem}", indent=4)
     if exc.hint:
-        print_message(stderr, f"hint: {exc.hint}", indent=2, style="dim")
+        first, *more = exc.hint.split("\n")
+        print_message(stderr, f"hint: {first}", indent=2, style="dim")
+        for line in more:  # an indented line is a command to copy: never broken
+            if line.startswith(" "):
+                stderr.print(Text(line, style="dim"), soft_wrap=True)
+            else:
+                print_message(stderr, line, indent=2, style="dim")
 
 
 @contextmanager

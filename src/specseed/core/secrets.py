@@ -84,10 +84,10 @@ _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]*@")
 _QUERY = re.compile(r"([?&;])([^=&#\s;]+)=([^&#\s;\"'<>]*)")
 _ASSIGNMENT = re.compile(r"(?<![\w.-])(['\"]?)([A-Za-z][\w.-]*)\1(\s*[=:]\s*)(\S+)")
 _PLACEHOLDER = re.compile(
-    r"\.\.\.|…|<[^<>\s]*>|\$\{?[A-Za-z_]\w*\}?|[A-Z][A-Z_]*|\*+|[xX]+|" + re.escape(REMOVED)
+    r"\.\.\.|…|<[^<>\s]*>|\$\S*|[A-Z][A-Z_]*|\*+|[xX]+|" + re.escape(REMOVED)
 )
 """What stands in a secret's place in prose and hints: ``...``, ``<key>``, ``KEY``,
-``YOUR_API_KEY``, ``$VAR``, ``***``, ``xxx``."""
+``YOUR_API_KEY``, a shell expansion (``$VAR``, ``$(cat key.txt)``), ``***``, ``xxx``."""
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 _EDGE = "\"'()[]{}.,;:"
 

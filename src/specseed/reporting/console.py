@@ -168,7 +168,9 @@ def verdict_table(result: AuditResult) -> Table:
         padding=(0, 1),
         pad_edge=False,
     )
-    table.add_column("scenario", overflow="fold", no_wrap=False)
+    # A name is never folded: the checks cell gives way (a name wider than the terminal
+    # leaves the table for lines, :class:`Fitted`).
+    table.add_column("scenario", no_wrap=True)
     table.add_column("result", no_wrap=True)
     table.add_column("checks", overflow="fold", ratio=1)
     for scenario in result.scenarios:

@@ -91,8 +91,9 @@ def unknown_scenarios(unknown: Sequence[str], resolved: ResolvedAudit, option: s
         return InputError(
             f"{option} {named}: the default audit leaves {it} out (long built-in scenarios "
             "run only when named)",
+            # The command on a line of its own, indented: the terminal never breaks it.
             hint=f"name {it} in a model.yaml (scenarios: [{with_them}]), or audit {first} "
-            f"alone: specseed scenarios show {first} > {first}.yaml && specseed audit "
+            f"alone:\n  specseed scenarios show {first} > {first}.yaml && specseed audit "
             f"{first}.yaml",
         )
     if builtin:
