@@ -265,3 +265,18 @@ def test_the_plugins_audit_shows_no_numpy_warning(
     result = pytester.runpytest_subprocess("-p", "no:xdist", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     assert "NumPy" not in result.stdout.str() + result.stderr.str()
+
+
+def test_validation_problems_come_in_the_order_of_their_lines(tmp_path: Path) -> None:
+    model = tmp_path / "model.yaml"
+    model.write_text(
+        "engine:\n"
+        "  max_draft_len: 99\n"
+        "  options: {bogus: 1, defects: [nope]}\n"
+        "scenarios: [batch-composition]\n"
+        "checks: {skip: [rng-contractt]}\n"
+    )
+    result = runner.invoke(app, ["audit", str(model)])
+    assert result.exit_code == 2, result.output
+    lines = [int(n) for n in re.findall(rf"{re.escape(str(model))}:(\d+):", result.output)]
+    assert len(lines) == 4 and lines == sorted(lines), result.output

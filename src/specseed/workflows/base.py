@@ -289,11 +289,16 @@ class Workflow:
                     raise OutputError(message, hint="free space; nothing ran") from None
                 raise InputError(message, hint="give a new or empty directory") from None
             if bundle.removed:
-                print(
-                    f"--force: removed the earlier bundle in {printable(str(root))}: "
-                    + ", ".join(printable(r) for r in bundle.removed),
-                    file=sys.stderr,
+                note = f"--force: removed the earlier bundle in {printable(str(root))}: " + (
+                    ", ".join(printable(r) for r in bundle.removed)
                 )
+                consoles = self.consoles()
+                if consoles is not None:  # wrapped at the terminal's width, no name split
+                    from specseed.reporting.layout import print_message
+
+                    print_message(consoles[1], note)
+                else:
+                    print(note, file=sys.stderr)
             reporter = BundleReporter(bundle)
             self._reporters.append(reporter)
             self._bundle_reporter = [reporter]
