@@ -83,9 +83,7 @@ _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]*@")
 """``scheme://user:password@`` (the userinfo is dropped whole: a user name can be a token)."""
 _QUERY = re.compile(r"([?&;])([^=&#\s;]+)=([^&#\s;\"'<>]*)")
 _ASSIGNMENT = re.compile(r"(?<![\w.-])(['\"]?)([A-Za-z][\w.-]*)\1(\s*[=:]\s*)(\S+)")
-_PLACEHOLDER = re.compile(
-    r"\.\.\.|…|<[^<>\s]*>|\$\S*|[A-Z][A-Z_]*|\*+|[xX]+|" + re.escape(REMOVED)
-)
+_PLACEHOLDER = re.compile(r"\.\.\.|…|<[^<>\s]*>|\$\S*|[A-Z][A-Z_]*|\*+|[xX]+|" + re.escape(REMOVED))
 """What stands in a secret's place in prose and hints: ``...``, ``<key>``, ``KEY``,
 ``YOUR_API_KEY``, a shell expansion (``$VAR``, ``$(cat key.txt)``), ``***``, ``xxx``."""
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
