@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -88,6 +90,19 @@ def _bundle_dir(config: pytest.Config) -> Path | None:
     return path if path.is_absolute() else Path(config.invocation_params.dir) / path
 
 
+@contextmanager
+def _torch_quiet() -> Iterator[None]:
+    """torch warns "Failed to initialize NumPy" when it is first imported without numpy,
+    which specseed does not need; pytest shows every warning a test raises, so the audit
+    that imports torch hides that one (``specseed/__init__.py`` does the same outside
+    pytest, whose per-test filters replace it)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message="Failed to initialize NumPy", category=UserWarning
+        )
+        yield
+
+
 def keep_bundle(report: Report, target: Path | None) -> Path | None:
     """Copy a failed audit's bundle (written to a temporary folder) to ``target``."""
     if target is None or report.bundle is None or report.passed:
@@ -117,17 +132,15 @@ class _Session:
 
     def names(self) -> list[str]:
         """The scenario names of the audit (after ``--specseed-scenario``), torch-free."""
-        from specseed.core.errors import InputError
         from specseed.plan.resolve import resolve_audit
 
         self.resolved = resolve_audit(self.model_yaml)
         names = [p.scenario.name for p in self.resolved.planned]
         unknown = [n for n in self.scenarios if n not in names]
         if unknown:
-            raise InputError(
-                f"--specseed-scenario {', '.join(unknown)}: not among this audit's scenarios",
-                hint=f"available: {', '.join(names)}",
-            )
+            from specseed.workflows.audit import unknown_scenarios
+
+            raise unknown_scenarios(unknown, self.resolved, "--specseed-scenario")
         return [n for n in names if not self.scenarios or n in self.scenarios]
 
     def run(self, session: pytest.Session) -> Report:
@@ -145,12 +158,13 @@ class _Session:
             self._tmp = tempfile.TemporaryDirectory(prefix="specseed-bundle-")
             bundle = Path(self._tmp.name) / "bundle"
         try:
-            self.report = audit(
-                self.resolved or self.model_yaml,
-                scenarios=self.selected,
-                checks=self.checks,
-                bundle=bundle,
-            )
+            with _torch_quiet():
+                self.report = audit(
+                    self.resolved or self.model_yaml,
+                    scenarios=self.selected,
+                    checks=self.checks,
+                    bundle=bundle,
+                )
         except BaseException as exc:  # every item reports the same cause, the audit runs once
             self.error = exc
             raise
@@ -181,7 +195,7 @@ class ScenarioItem(pytest.Item):
         state = self.config.stash[_STATE]
         report = state.run(self.session).scenario(self.name)
         if not report.passed:
-            text = report.console(width=100)
+            text = report.console()
             if state.bundle is not None:
                 text += f"\nbundle: {state.bundle}\n"
             raise SpecseedScenarioFailed(text)
@@ -259,12 +273,13 @@ class SpecseedAudit:
         kwargs.setdefault("checks", self.checks)
         if self.bundle_target is not None:
             kwargs.setdefault("bundle", self._tmp / "specseed-bundle")
-        report = audit(source, engine=engine, **kwargs)
+        with _torch_quiet():
+            report = audit(source, engine=engine, **kwargs)
         self.report = report
         self.bundle = keep_bundle(report, self.bundle_target)
         if check and not report.passed:
             where = f"\nbundle: {self.bundle}\n" if self.bundle is not None else ""
-            pytest.fail(report.console(width=100) + where, pytrace=False)
+            pytest.fail(report.console() + where, pytrace=False)
         return report
 
 

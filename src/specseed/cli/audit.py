@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from specseed.cli.error_boundary import error_boundary
-from specseed.cli.inputs import FLAG, check_model_yaml_argument
+from specseed.cli.inputs import ENGINE_LOG, FLAG, check_model_yaml_argument
 from specseed.core.errors import InputError
 from specseed.core.secrets import SafeConsole
 
@@ -63,15 +63,7 @@ def audit(
             show_default=False,
         ),
     ] = None,
-    engine_log: Annotated[
-        Path | None,
-        typer.Option(
-            "--engine-log",
-            help="Write the engine's own log (vLLM, stderr) here during the runs "
-            "(default with --bundle: DIR/engine.log).",
-            metavar="PATH",
-        ),
-    ] = None,
+    engine_log: Annotated[Path | None, ENGINE_LOG] = None,
     bundle_dir: Annotated[
         Path | None,
         typer.Option(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,7 @@ from specseed.run.results import (
     ScenarioChecked,
     ScenarioResult,
 )
-from specseed.scenarios.schema import AuditConfig, Expectation, Scenario
+from specseed.scenarios.schema import SKIPPED_BY_MODEL_YAML, AuditConfig, Expectation, Scenario
 from specseed.traces.folder import TraceDir
 from specseed.traces.records import (
     EVIDENCE_TEXT,
@@ -80,13 +80,14 @@ def evaluate(
     scenario: Scenario,
     traces: dict[str, RunTrace],
     contract_name: str,
-    skip: Sequence[str] = (),
+    skip: Sequence[str] | Mapping[str, str] = (),
     evidence: dict[str, Any] | None = None,
 ) -> list[Finding]:
     """Apply every check to a scenario's recorded runs (pure: no engine involved).
 
     Each finding gets its check id from the registry and the scenario's name here, so no
-    check repeats its own id. ``evidence``: the distribution check's evidence by run name
+    check repeats its own id. ``skip``: check ids not to apply, or each with the reason its
+    skip finding gives. ``evidence``: the distribution check's evidence by run name
     (``CheckContext.distribution_evidence``): what a bundle stored is re-judged, and what
     the check computes is added.
     """
@@ -106,7 +107,7 @@ def evaluate(
     ) -> None:
         names = tuple(t.name for t in runs)
         if spec.id in skip:
-            reason = "skipped by model.yaml checks.skip"
+            reason = skip[spec.id] if isinstance(skip, Mapping) else SKIPPED_BY_MODEL_YAML
             findings.append(stamped(spec, Finding(status="skip", message=reason), names))
             return
         missing = _missing_evidence(spec, runs)
@@ -269,7 +270,7 @@ class _ScenarioServing:
         item, traces = self.item, self.traces
         evidence: dict[str, Any] = {}
         findings = evaluate(
-            item.scenario, traces, config.engine.contract, config.checks.skip, evidence
+            item.scenario, traces, config.engine.contract, config.checks.skip_reasons(), evidence
         )
         return ScenarioResult(
             scenario=item.scenario,

@@ -8,6 +8,7 @@ them.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -17,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     GetJsonSchemaHandler,
+    PrivateAttr,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -189,12 +191,37 @@ def _known_check(value: str, info: ValidationInfo) -> str:
     return value
 
 
+SKIPPED_BY_MODEL_YAML = "skipped by model.yaml checks.skip"
+
+
 class ChecksConfig(StrictModel):
     """The ``checks:`` section of model.yaml."""
 
     skip: list[Annotated[str, AfterValidator(_known_check)]] = Field(
         default_factory=list, description="Check ids not to run (reported as skip)."
     )
+    _asked: tuple[str, ...] | None = PrivateAttr(default=None)
+    """The only checks a caller asked for (the Python API's ``checks=``), when it did."""
+
+    def only(self, checks: Sequence[str], every: Iterable[str]) -> ChecksConfig:
+        """This section with every check of ``every`` but ``checks`` skipped too; each says
+        it was not asked for, not that model.yaml skips it."""
+        skip = sorted({*self.skip, *(c for c in every if c not in checks)})
+        narrowed = self.model_copy(update={"skip": skip})
+        narrowed._asked = tuple(checks)
+        return narrowed
+
+    def skip_reasons(self) -> dict[str, str]:
+        """Each skipped check id with the reason its findings give."""
+        asked = self._asked
+        return {
+            check: (
+                f"not among the checks asked for ({', '.join(asked)})"
+                if asked is not None and check not in asked
+                else SKIPPED_BY_MODEL_YAML
+            )
+            for check in self.skip
+        }
 
 
 class AuditConfig(StrictModel):

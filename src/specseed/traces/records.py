@@ -343,6 +343,14 @@ class EngineFailure:
     traceback: str = ""
     """The full stack trace as Python prints it ("" where not recorded: traces before 1.2)."""
 
+    @property
+    def where(self) -> str:
+        """When it happened, as a message says it: "at step 3 (decode, batch of 4)", or
+        "before the first step (prefill)" (step -1; a batch of 0 rows is not known)."""
+        batch = f", batch of {self.batch_size}" if self.batch_size > 0 else ""
+        at = f"at step {self.step}" if self.step >= 0 else "before the first step"
+        return f"{at} ({self.phase}{batch})"
+
 
 @dataclass(frozen=True)
 class RunEnd:

@@ -4,7 +4,8 @@ In-process engines write to the process's stderr: vLLM through its ``vllm`` logg
 handler on the stderr it found at import), torch and C++ code straight to file descriptor 2.
 While the runs go, descriptor 2 and ``sys.stderr`` (which engines and their progress bars
 write to) point at the log file; the context yields a stream on a copy of the terminal's
-descriptor, which the audit hands to its own consoles and progress lines, so specseed's output
+descriptor (or the stream ``sys.stderr`` was, when that was not descriptor 2: a test runner's
+capture), which the audit hands to its own consoles and progress lines, so specseed's output
 stays on the terminal while everything else lands in the file. The handlers of the loggers
 engines write to (``EngineInfo.loggers``: ``vllm``) get the file as well, whichever stream
 they hold. Worker processes
@@ -67,7 +68,12 @@ def capture_engine_log(path: Path | None) -> Iterator[TextIO | None]:
     with suppress(OSError, ValueError):
         sys.stderr.flush()
     saved_fd = os.dup(2)
-    terminal = os.fdopen(os.dup(saved_fd), "w", buffering=1, encoding="utf-8", errors="replace")
+    # specseed's own output goes where sys.stderr went: a copy of descriptor 2 when it wrote
+    # there, else the stream itself (a test runner's capture, a caller's buffer).
+    own: TextIO | None = None if _writes_to_fd2(sys.stderr) else sys.stderr
+    terminal = own or os.fdopen(
+        os.dup(saved_fd), "w", buffering=1, encoding="utf-8", errors="replace"
+    )
     stream: Any = _LogStream(log)
     handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(levelname)s %(asctime)s %(name)s: %(message)s"))
@@ -109,10 +115,18 @@ def capture_engine_log(path: Path | None) -> Iterator[TextIO | None]:
         sys.stderr = saved_stderr
         os.dup2(saved_fd, 2)
         os.close(saved_fd)
-        terminal.close()
+        if own is None:
+            terminal.close()
         with suppress(OSError, ValueError):  # a full disk: the log keeps what it could
             log.close()
         _scrub(path)
+
+
+def _writes_to_fd2(stream: Any) -> bool:
+    try:
+        return bool(stream.fileno() == 2)
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        return False
 
 
 def _scrub(path: Path) -> None:

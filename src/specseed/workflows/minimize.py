@@ -452,7 +452,8 @@ class Minimize(Workflow):
     ``output``: where to write it (``-``: stdout; default: the bundle's
     ``<scenario>/minimal.yaml``, or ``<scenario>.min.yaml`` for a model.yaml).
     ``engine_from_bundle``: consent to run an engine the bundle names. ``terminal``: print
-    each audited candidate and the summary.
+    each audited candidate and the summary. ``engine_log``: where the engine's own log goes
+    (``AuditOutputs.engine_log``).
     """
 
     def __init__(
@@ -466,10 +467,11 @@ class Minimize(Workflow):
         engine_from_bundle: bool = False,
         terminal: bool = False,
         adapter: EngineAdapter | None = None,
+        engine_log: Path | None = None,
     ) -> None:
         from specseed.workflows.outputs import AuditOutputs
 
-        super().__init__(AuditOutputs(terminal=terminal))
+        super().__init__(AuditOutputs(terminal=terminal, engine_log=engine_log))
         self.target = target
         self.scenario = scenario
         self.check = check
@@ -568,6 +570,11 @@ class Minimize(Workflow):
                 on_step=step,
                 session=session,
             )
+        log = self.temporary_log()
+        if log is not None:
+            from specseed.reporting.console import engine_log_note
+
+            self._note(escape(engine_log_note(log)))
         text = result.yaml_text(candidates[scenario].source)
         written: list[Path] = []
         if self.output is not None:

@@ -57,7 +57,9 @@ class AuditOutputs:
     """Replace an earlier bundle in ``bundle`` (its files only); refused without it."""
     engine_log: Path | None = None
     """Where the engine's log (vLLM's logger, stderr of in-process engines) goes during the
-    runs; default: the bundle's ``engine.log`` with ``bundle``, else the terminal."""
+    runs (``Path("-")``: the terminal, live); default: the bundle's ``engine.log`` with
+    ``bundle``, else with ``terminal`` a temporary file, named at the end when the engine
+    wrote to it, else wherever the engine writes (the caller's stderr)."""
     argv: tuple[str, ...] = ("audit",)
     """The command line after ``specseed``, for the reproduce string and the bundle's
     manifest."""
@@ -163,15 +165,22 @@ def check_writable(path: Path | None, what: str, *, directory: bool = False) -> 
         raise InputError(f"cannot write the {what} in {folder}: permission denied")
 
 
-def check_bundle_folder(path: Path | None, *, force: bool) -> None:
-    """Refuse, before anything runs, a bundle folder that holds files other than a bundle,
-    or an earlier bundle without ``force``."""
+def check_bundle_folder(path: Path | None, *, force: bool, flag: str = "--bundle") -> None:
+    """Refuse, before anything runs, a bundle folder another workflow is writing (first:
+    no --force helps there), one that holds files other than a bundle, or an earlier bundle
+    without ``force``. ``flag``: the option that named the folder, for the message."""
     if path is None or not path.is_dir():
         return
     entries = [p for p in path.iterdir() if not p.name.startswith(".")]
     if not entries:
         return
     from specseed.bundle.format import MANIFEST
+    from specseed.traces.folder import LOCK_NAME, TraceDir
+
+    if (path / LOCK_NAME).is_file():
+        folder = TraceDir(path, flag)
+        folder.lock()  # TraceDirBusy, naming the other workflow's pid, while it runs
+        folder.release()
 
     manifest = path / MANIFEST
     if manifest.is_symlink() or not manifest.is_file():

@@ -192,7 +192,7 @@ class Replay(Workflow):
                     code = EXIT_SIGNAL[name]
                     names = tuple(s.name for s in loaded.scenarios)
                     self.emit(AuditInterruptedEvent(name, 0, names, reported=False))
-                    self.emit(AuditFinished(None, code, self.outputs.bundle))
+                    self.emit(AuditFinished(None, code, self.outputs.bundle, self.temporary_log()))
                     return ReplayOutcome(None, code)
                 guard.defer()
                 code = self._finish(result, guard.received)
@@ -235,7 +235,7 @@ class Replay(Workflow):
                 out.print(replay_summary(result, code))
 
             self.flush_terminal(render)
-        self.emit(AuditFinished(audit, code, self.outputs.bundle))
+        self.emit(AuditFinished(audit, code, self.outputs.bundle, self.temporary_log()))
         if unwritten is not None:
             raise unwritten
         return code
