@@ -145,6 +145,11 @@ class Replay(Workflow):
         self.show_all = show_all
         self.adapter = adapter
 
+    def inputs(self) -> tuple[Path, ...]:
+        """The bundle replayed (a folder: nothing may be written into it) and ``--model``."""
+        model = self.model if isinstance(self.model, Path) else None
+        return (self.path, *((model,) if model is not None else ()))
+
     def _say(self, text: str) -> None:
         consoles = self.consoles()
         if consoles is not None:
@@ -169,9 +174,10 @@ class Replay(Workflow):
         if self.model is None:
             engine_consent(loaded, self.engine_from_bundle, "replay", self._say)
         scenarios = [(s, [r.name for r in s.scenario.runs]) for s in recorded_scenarios(loaded)]
-        with self.bundle(loaded.config, scenarios, loaded.root) as writer:
-            engine = self._resolved_model()
-            config, base_dir = _engine_of(loaded, engine)
+        engine = self._resolved_model()
+        config, base_dir = _engine_of(loaded, engine)
+        # The replay's bundle records the engine that served it, as its traces do.
+        with self.bundle(config, scenarios, base_dir) as writer:
             guard = self.guard(interrupts)
             with guard:
                 try:

@@ -70,7 +70,9 @@ class EngineSession:
     ``settings``: what the engine is built from (``ResolvedAudit.engine``, or
     ``plan.planning.base_settings``). ``adapter``: an engine the caller built, used instead
     (one process only). ``jobs``: worker processes for ``run`` and ``map`` (1: this process).
-    ``log``: where the engine's log goes while the session is open (None: the terminal).
+    ``log``: where the engine's log goes while the session is open (None: the terminal);
+    ``log_contained``: it is a bundle's file, never written through a link
+    (``engine_log.capture_engine_log``).
     ``on_terminal``: told the stream that reaches the terminal while the log is captured,
     and None when the session ends. ``guard``: the active interrupt guard.
     """
@@ -82,6 +84,7 @@ class EngineSession:
         adapter: EngineAdapter | None = None,
         jobs: int = 1,
         log: Path | None = None,
+        log_contained: bool = False,
         on_terminal: Callable[[TextIO | None], None] | None = None,
         guard: InterruptGuard | None = None,
     ) -> None:
@@ -92,6 +95,7 @@ class EngineSession:
         self.settings = settings
         self.jobs = jobs
         self.log = log
+        self.log_contained = log_contained
         self.on_terminal = on_terminal
         self.guard: InterruptGuard = guard if guard is not None else NoGuard()
         self.interrupted: str | None = None
@@ -103,7 +107,9 @@ class EngineSession:
     # -- the lifetime ---------------------------------------------------------------------
 
     def __enter__(self) -> EngineSession:
-        terminal = self._stack.enter_context(capture_engine_log(self.log))
+        terminal = self._stack.enter_context(
+            capture_engine_log(self.log, contained=self.log_contained)
+        )
         if self.on_terminal is not None:
             self.on_terminal(terminal)
             self._stack.callback(self.on_terminal, None)
