@@ -98,10 +98,14 @@ def check(
       specseed check bug/
       specseed check bug/ --contract trtllm-pr17599
 
+    The findings the bundle recorded decide nothing (a difference is said);
+    a bundle whose traces contradict their place is refused.
+
     Exit codes: 0 every invariant holds, 1 a violation, 2 not a readable
     bundle, 5 the audit stopped before scenarios finished (no signal) or the
-    bundle lacks their traces, 130/143 the audit was interrupted by
-    SIGINT/SIGTERM (the manifest's signal): an unfinished bundle is never 0.
+    bundle lacks their traces, 130/143/129 the audit was interrupted by
+    SIGINT/SIGTERM/SIGHUP (the manifest's signal): an unfinished bundle is
+    never 0.
     """
     from specseed.bundle.format import read_bundle
     from specseed.bundle.recheck import disagreements, recheck

@@ -284,6 +284,25 @@ class Workflow:
             self._bundle_reporter = [reporter]
             yield bundle
 
+    def bundle_interrupted(
+        self, config: AuditConfig, signal: str, unfinished: Sequence[str], code: int
+    ) -> None:
+        """A signal came before any scenario finished (while the bundle was created or the
+        engine loaded): the bundle's manifest says so (``interrupted by SIGNAL``), never
+        "running", which a reader takes for a crash."""
+        if not self._bundle_reporter:
+            return
+        result = AuditResult(
+            config=config,
+            contract=config.engine.contract,
+            scenarios=(),
+            environment={},
+            seconds=0.0,
+            interrupted=signal,
+            unfinished=tuple(unfinished),
+        )
+        self.write_documents(result, self._bundle_reporter, lambda _result, _problems: code)
+
     # -- the end --------------------------------------------------------------------------
 
     def documents(self) -> list[Reporter]:

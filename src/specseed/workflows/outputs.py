@@ -130,7 +130,8 @@ def check_output_paths(
 
     ``outputs`` maps an option name (``--json``) to its path, or lists (option, path) pairs
     where an option may come twice (``--report``); ``-`` is stdout, which only one report can
-    have. ``inputs``: the files and folders (a bundle replayed) the workflow reads.
+    have. ``inputs``: the files and folders (a bundle replayed) the workflow reads; the
+    bundle folder may not overlap a folder read.
     """
     pairs = list(outputs.items() if isinstance(outputs, Mapping) else outputs)
     to_stdout = [option for option, path in pairs if path and str(path) == "-"]
@@ -166,8 +167,8 @@ def check_output_paths(
                     hint="write the report to another file",
                 )
     if bundle is not None:
-        for source in inputs:
-            if within(source, bundle) or within(bundle, source):
+        for source in inputs:  # a bundle read (a model.yaml inside it is read once, up front)
+            if source.is_dir() and (within(source, bundle) or within(bundle, source)):
                 raise InputError(
                     f"{bundle_flag} {bundle} would write over an input of this workflow ({source})",
                     hint="give the bundle a folder of its own, outside its inputs",

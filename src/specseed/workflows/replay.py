@@ -177,10 +177,12 @@ class Replay(Workflow):
         engine = self._resolved_model()
         config, base_dir = _engine_of(loaded, engine)
         # The replay's bundle records the engine that served it, as its traces do.
-        with self.bundle(config, scenarios, base_dir) as writer:
-            guard = self.guard(interrupts)
-            with guard:
+        guard = self.guard(interrupts)
+        with guard:
+            guard.defer()  # held while the bundle is created (audit.py says why)
+            with self.bundle(config, scenarios, base_dir) as writer:
                 try:
+                    guard.resume()
                     with self.session(
                         base_settings(config, base_dir), adapter=self.adapter, guard=guard
                     ) as session:
@@ -198,6 +200,7 @@ class Replay(Workflow):
                     code = EXIT_SIGNAL[name]
                     names = tuple(s.name for s in loaded.scenarios)
                     self.emit(AuditInterruptedEvent(name, 0, names, reported=False))
+                    self.bundle_interrupted(config, name, names, code)
                     self.emit(AuditFinished(None, code, self.outputs.bundle))
                     return ReplayOutcome(None, code)
                 guard.defer()

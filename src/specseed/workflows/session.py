@@ -38,11 +38,14 @@ R = TypeVar("R")
 class InterruptGuard(Protocol):
     """What a workflow needs of a signal handler (``cli/interrupts.py`` is one): while the
     engines run, a signal raises ``AuditInterrupted``; after ``defer``, it is only noted in
-    ``received``, so no report is cut short."""
+    ``received``, so no report is cut short; ``resume`` raises one noted meanwhile and lets
+    the next raise."""
 
     received: str | None
 
     def defer(self) -> None: ...
+
+    def resume(self) -> None: ...
 
     def __enter__(self) -> InterruptGuard: ...
 
@@ -55,6 +58,9 @@ class NoGuard:
     received: str | None = None
 
     def defer(self) -> None:
+        pass
+
+    def resume(self) -> None:
         pass
 
     def __enter__(self) -> NoGuard:
