@@ -33,7 +33,7 @@ BUNDLE_ARG = typer.Argument(
 
 def _notes(notes: tuple[str, ...], console: Console) -> None:
     for note in notes:
-        console.print(f"[yellow]bundle cut short:[/] {escape(note)}")
+        console.print(f"[yellow]bundle:[/] {escape(note)}")
 
 
 def _write_text(path: Path | None, text: str) -> None:

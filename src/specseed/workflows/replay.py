@@ -170,7 +170,7 @@ class Replay(Workflow):
         consoles = self.consoles()
         if consoles is not None:
             for note in loaded.notes:
-                consoles[0].print(f"[yellow]bundle cut short:[/] {_escape(note)}")
+                consoles[0].print(f"[yellow]bundle:[/] {_escape(note)}")
         if self.model is None:
             engine_consent(loaded, self.engine_from_bundle, "replay", self._say)
         scenarios = [(s, [r.name for r in s.scenario.runs]) for s in recorded_scenarios(loaded)]
