@@ -18,6 +18,7 @@ or the fixture runs.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import warnings
@@ -67,6 +68,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    _bundle_dir(config)  # a file or a missing parent is a usage error before anything runs
     config.addinivalue_line(
         "markers",
         "specseed(scenarios=None, checks=None): the scenarios and checks the specseed_audit "
@@ -83,11 +85,23 @@ def _model_yaml(config: pytest.Config) -> Path | None:
 
 
 def _bundle_dir(config: pytest.Config) -> Path | None:
+    """``--specseed-bundle DIR`` as a path: a folder, or a new one in an existing folder
+    (``pytest.UsageError`` for a file or a missing parent)."""
     given = config.getoption("--specseed-bundle")
     if not given:
         return None
     path = Path(given)
-    return path if path.is_absolute() else Path(config.invocation_params.dir) / path
+    path = path if path.is_absolute() else Path(config.invocation_params.dir) / path
+    if os.path.lexists(path) and not path.is_dir():
+        raise pytest.UsageError(
+            f"--specseed-bundle {given}: not a folder (a file is there); give a folder to keep "
+            "failing audits' bundles in"
+        )
+    if not path.parent.is_dir():
+        raise pytest.UsageError(
+            f"--specseed-bundle {given}: the folder {path.parent} does not exist; create it first"
+        )
+    return path
 
 
 @contextmanager
@@ -104,12 +118,18 @@ def _torch_quiet() -> Iterator[None]:
 
 
 def keep_bundle(report: Report, target: Path | None) -> Path | None:
-    """Copy a failed audit's bundle (written to a temporary folder) to ``target``."""
+    """Copy a failed audit's bundle (written to a temporary folder) to ``target``: into it
+    when it is new or empty, else into a new folder of its own inside it
+    (``specseed-<name>``, ``-2``, ...): nothing there is written over or written through."""
     if target is None or report.bundle is None or report.passed:
         return None
-    if target.exists() and any(target.iterdir()):
-        target = target / f"specseed-{Path(report.bundle).name}"
-    shutil.copytree(report.bundle, target, dirs_exist_ok=True)
+    if os.path.lexists(target) and not (target.is_dir() and not any(target.iterdir())):
+        base = target / f"specseed-{Path(report.bundle).name}"
+        target, n = base, 1
+        while os.path.lexists(target):
+            n += 1
+            target = base.with_name(f"{base.name}-{n}")
+    shutil.copytree(report.bundle, target, dirs_exist_ok=target.is_dir())
     return target
 
 

@@ -153,6 +153,16 @@ def distribution(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
                 "where torch is installed",
             )
             return
+        named = trace.header.engine_config.checkpoint
+        if named is not None and not ctx.load_checkpoints:
+            yield _finding(
+                ctx,
+                trace,
+                "skip",
+                f"no stored evidence, and the trace names the checkpoint {named}: not loaded "
+                "because a bundle names it (pass --engine-from-bundle to load it)",
+            )
+            return
         try:
             oracle = oracle_for(trace.header.engine_config)
             evidence = collect(samples, oracle, logits_dtype=dtype)

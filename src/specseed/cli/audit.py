@@ -31,7 +31,7 @@ scenario library.
 
 Exit codes: 0 every invariant holds, 1 a violation, 2 bad input, 3 the engine could not run,
 4 nothing was checked (every finding is skip), 5 an output (report or trace file) could not be
-written, 130/143 interrupted (SIGINT/SIGTERM).
+written, 130/143/129 interrupted (SIGINT/SIGTERM/SIGHUP).
 """
 
 

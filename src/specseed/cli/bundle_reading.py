@@ -15,7 +15,7 @@ from specseed.cli.error_boundary import EXIT_OK, EXIT_VIOLATION, error_boundary
 from specseed.core.errors import InputError
 from specseed.core.secrets import SafeConsole
 from specseed.workflows.exit_codes import EXIT_OUTPUT, EXIT_SIGNAL
-from specseed.workflows.outputs import check_writable
+from specseed.workflows.outputs import check_output_paths, check_writable
 
 if TYPE_CHECKING:  # commands import their modules when they run
     from specseed.bundle.format import Bundle
@@ -34,7 +34,7 @@ BUNDLE_ARG = typer.Argument(
 
 def _notes(notes: tuple[str, ...], console: Console) -> None:
     for note in notes:
-        console.print(f"[yellow]bundle cut short:[/] {escape(note)}")
+        console.print(f"[yellow]bundle:[/] {escape(note)}")
 
 
 def _write_text(path: Path | None, text: str) -> None:
@@ -80,6 +80,14 @@ def check(
     summary: Annotated[
         bool, typer.Option("--summary", help="Print only the verdict table and root causes.")
     ] = False,
+    engine_from_bundle: Annotated[
+        bool,
+        typer.Option(
+            "--engine-from-bundle",
+            help="Let the distribution check load the checkpoint the bundle's traces name "
+            "(printed first) where the bundle stored no evidence.",
+        ),
+    ] = False,
 ) -> None:
     """Re-run the checks on a bundle's recorded traces (no engine, no torch).
 
@@ -91,28 +99,54 @@ def check(
       specseed check bug/
       specseed check bug/ --contract trtllm-pr17599
 
+    The findings the bundle recorded decide nothing (a difference is said);
+    a bundle whose traces contradict their place is refused.
+
     Exit codes: 0 every invariant holds, 1 a violation, 2 not a readable
     bundle, 5 the audit stopped before scenarios finished (no signal) or the
-    bundle lacks their traces, 130/143 the audit was interrupted by
-    SIGINT/SIGTERM (the manifest's signal): an unfinished bundle is never 0.
+    bundle lacks their traces, 130/143/129 the audit was interrupted by
+    SIGINT/SIGTERM/SIGHUP (the manifest's signal): an unfinished bundle is
+    never 0.
     """
     from specseed.bundle.format import read_bundle
-    from specseed.bundle.recheck import recheck
+    from specseed.bundle.recheck import disagreements, recheck
     from specseed.reporting.console import render_report
     from specseed.reporting.json_report import render_json
 
     console = SafeConsole(stderr=json_path is not None and str(json_path) == "-")
     with error_boundary():
+        if json_path is not None and str(json_path) != "-":
+            check_writable(json_path, "JSON report")
+            check_output_paths([("--json", json_path)], (bundle,))
         loaded = read_bundle(bundle)
-        result = recheck(loaded, contract)
+        _say_checkpoints(loaded, engine_from_bundle)
+        result = recheck(loaded, contract, load_checkpoints=engine_from_bundle)
         exit_code = _check_code(result)
         if loaded.unjudged:  # unfinished is never a pass: said first
             console.print(f"[bold yellow]NOT JUDGED[/]: {escape(loaded.unjudged)}")
+        for line in disagreements(loaded, result):
+            console.print(f"[bold yellow]bundle:[/] {escape(line)}")
         _notes(loaded.notes, console)
         render_report(result, console, exit_code, summary=summary, command="check")
         if json_path is not None:
             _write_text(json_path, render_json(result, exit_code))
     raise typer.Exit(exit_code)
+
+
+def _say_checkpoints(loaded: Bundle, allowed: bool) -> None:
+    """With ``--engine-from-bundle``: the checkpoints the traces name, said before any loads."""
+    if not allowed:
+        return
+    named = sorted(
+        {
+            str(t.header.engine_config.checkpoint)
+            for s in loaded.scenarios
+            for t in s.traces.values()
+            if t.header.engine_config.checkpoint is not None
+        }
+    )
+    for path in named:
+        err.print(f"--engine-from-bundle: the distribution check may load {escape(path)}")
 
 
 def _check_code(result: AuditResult) -> int:
@@ -175,7 +209,7 @@ def report(
         --body-file issue.md
     """
     from specseed.bundle.format import read_bundle
-    from specseed.bundle.recheck import recheck
+    from specseed.bundle.recheck import disagreements, recheck
     from specseed.core.text import printable
     from specseed.reporting.issue import build_issue, render_issue_json, render_markdown
     from specseed.workflows.minimize import minimize_for_report
@@ -184,23 +218,23 @@ def report(
         if fmt not in ("markdown", "json", "html"):
             raise InputError(f"--format {fmt}: unknown format", hint="markdown, json or html")
         check_writable(output, "output")
+        if output is not None and str(output) != "-":
+            check_output_paths([("--output", output)], (bundle,))
         loaded = read_bundle(bundle)
-        rechecked = None
-        findings: list[Finding] = []
-        for item in loaded.scenarios:
-            recorded = item.findings
-            if recorded is None:  # cut short before its checks ran: check what was recorded
-                rechecked = rechecked or recheck(loaded)
-                recorded = tuple(f for f in rechecked.findings if f.scenario == item.name)
-            findings.extend(recorded)
-        if shrink is not False and minimize_for_report(
-            loaded,
-            findings,
-            forced=bool(shrink),
-            engine_from_bundle=engine_from_bundle,
-            say=err.print,
-        ):
-            loaded = read_bundle(bundle)  # with the minimal scenario it stored
+        _say_checkpoints(loaded, engine_from_bundle)
+        # Judged again from the traces: findings.json is the bundle's word, not evidence.
+        rechecked = recheck(loaded, load_checkpoints=engine_from_bundle)
+        for line in disagreements(loaded, rechecked):
+            err.print(f"[bold yellow]bundle:[/] {escape(line)}")
+        findings = rechecked.findings
+        if shrink is not False:
+            loaded = minimize_for_report(
+                loaded,
+                findings,
+                forced=bool(shrink),
+                engine_from_bundle=engine_from_bundle,
+                say=err.print,
+            )
         if fmt == "html":
             _write_text(output, _html_page(loaded, findings))
             return

@@ -2,7 +2,7 @@
 
 Exit codes: 0 every invariant holds, 1 a violation, 2 bad input, 3 the engine could not run,
 4 nothing was checked (every finding is skip).
-5 the audit ran but an output could not be written (130/143 for signals: cli/interrupts.py).
+5 the audit ran but an output could not be written (130/143/129 for signals: cli/interrupts.py).
 The numbers live in ``specseed.workflows.exit_codes`` so that library callers share them.
 """
 

@@ -44,7 +44,7 @@ def replay(
     Exit codes: 0 the replay's audit passes and the replay reproduces the
     recording, 1 the replay's audit fails or the replay differs from the
     recording (the last line says which), 2 bad input, 3 the engine could
-    not run, 130/143 interrupted.
+    not run, 130/143/129 interrupted.
     """
     from specseed.cli.interrupts import InterruptGuard
     from specseed.workflows.outputs import AuditOutputs

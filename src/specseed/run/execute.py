@@ -82,6 +82,8 @@ def evaluate(
     contract_name: str,
     skip: Sequence[str] | Mapping[str, str] = (),
     evidence: dict[str, Any] | None = None,
+    *,
+    load_checkpoints: bool = True,
 ) -> list[Finding]:
     """Apply every check to a scenario's recorded runs (pure: no engine involved).
 
@@ -89,13 +91,14 @@ def evaluate(
     check repeats its own id. ``skip``: check ids not to apply, or each with the reason its
     skip finding gives. ``evidence``: the distribution check's evidence by run name
     (``CheckContext.distribution_evidence``): what a bundle stored is re-judged, and what
-    the check computes is added.
+    the check computes is added. ``load_checkpoints``: ``CheckContext.load_checkpoints``.
     """
     ctx = CheckContext(
         scenario=scenario,
         traces=traces,
         contract=get_contract(contract_name),
         distribution_evidence=evidence if evidence is not None else {},
+        load_checkpoints=load_checkpoints,
     )
     findings: list[Finding] = []
 

@@ -498,17 +498,28 @@ class TraceWriter:
 
     The file is created with its first record, so a run that never starts leaves no empty
     file. Any ``OSError`` (disk full, a file where the folder should be) becomes a
-    ``TraceWriteError`` naming the file.
+    ``TraceWriteError`` naming the file. ``inside``: the folder specseed owns that ``path``
+    lies in (a bundle): the file is then created anew there, never through a symlink
+    (``core.files.create_inside``).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, inside: Path | None = None) -> None:
         self.path = path
+        self.inside = inside
         self._file: IO[str] | None = None
         self._closed = False
 
+    def _open(self) -> IO[str]:
+        if self.inside is not None:
+            from specseed.core.files import create_inside
+
+            relative = self.path.relative_to(self.inside).parts
+            return open(create_inside(self.inside, relative), "w", encoding="utf-8")
+        return self.path.open("w", encoding="utf-8")
+
     def _write(self, line: str) -> None:
         assert not self._closed, "trace writer already closed"
-        if self._file is None:
+        if self._file is None and self.inside is None:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -519,7 +530,7 @@ class TraceWriter:
                 ) from exc
         try:
             if self._file is None:
-                self._file = self.path.open("w", encoding="utf-8")
+                self._file = self._open()
             # Secrets out at the point the text leaves the process (an engine's error text
             # may echo a key).
             self._file.write(scrub_text(line, by_name=False) + "\n")

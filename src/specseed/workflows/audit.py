@@ -170,11 +170,17 @@ class Audit(Workflow):
             return AuditOutcome(None, self.skip_shard())
         resolved = self.resolved
         scenarios = [(p.loaded, [plan.run for plan in p.plans]) for p in planned]
-        with self.bundle(resolved.config, scenarios, resolved.base_dir, resolved.engine) as bundle:
-            documents = self.documents()
-            guard = self.guard(interrupts)
-            with guard:
+        guard = self.guard(interrupts)
+        with guard:
+            # A signal while the bundle is created is held until it stands whole, then
+            # ends the audit with the bundle saying so (never a half-made bundle).
+            guard.defer()
+            with self.bundle(
+                resolved.config, scenarios, resolved.base_dir, resolved.engine
+            ) as bundle:
+                documents = self.documents()
                 try:
+                    guard.resume()
                     with (
                         console if console is not None else nullcontext(),
                         self._session(planned, guard) as session,
@@ -186,6 +192,7 @@ class Audit(Workflow):
                     code = EXIT_SIGNAL[name]
                     names = tuple(p.scenario.name for p in planned)
                     self.emit(AuditInterruptedEvent(name, 0, names, reported=False))
+                    self.bundle_interrupted(resolved.config, name, names, code)
                     self.emit(AuditFinished(None, code, self.outputs.bundle, self.temporary_log()))
                     return AuditOutcome(None, code)
                 guard.defer()

@@ -117,6 +117,8 @@ class Workflow:
                 ("--engine-log", None if str(outputs.engine_log) == "-" else outputs.engine_log),
             ],
             self.inputs(),
+            bundle=outputs.bundle,
+            bundle_flag=outputs.bundle_flag,
         )
         for fmt, (_, path) in zip(formats, outputs.reports, strict=True):
             check_writable(path, fmt.what)
@@ -246,11 +248,28 @@ class Workflow:
             adapter=adapter,
             jobs=jobs,
             log=self.engine_log_path(),
+            log_contained=self.outputs.engine_log is None,
             on_terminal=self._route_terminal,
             guard=guard,
         )
 
     # -- the bundle -----------------------------------------------------------------------
+
+    @staticmethod
+    @contextmanager
+    def folder_lock(root: Path, flag: str = "--bundle") -> Iterator[None]:
+        """The bundle folder ``root`` held by this workflow for the block: every workflow
+        that writes into a bundle (an audit, a replay, ``minimize``, ``report``'s shrinking)
+        takes this lock first, so none removes or rewrites what another is writing
+        (``TraceDirBusy``, exit 2, when another holds it)."""
+        from specseed.traces.folder import TraceDir
+
+        folder = TraceDir(root, flag)
+        folder.lock()
+        try:
+            yield
+        finally:
+            folder.release()
 
     @contextmanager
     def bundle(
@@ -270,13 +289,10 @@ class Workflow:
             return
         from specseed.bundle.format import BundleWriter
         from specseed.reporting.bundle_reporter import BundleReporter
-        from specseed.traces.folder import TraceDir
 
         # The folder's lock before the bundle's first file: a second workflow on the same
         # folder stops here (exit 2) and tramples nothing.
-        folder = TraceDir(root, self.outputs.bundle_flag)
-        folder.lock()
-        try:
+        with self.folder_lock(root, self.outputs.bundle_flag):
             bundle = BundleWriter(root, force=self.outputs.force)
             try:
                 bundle.start(
@@ -303,8 +319,25 @@ class Workflow:
             self._reporters.append(reporter)
             self._bundle_reporter = [reporter]
             yield bundle
-        finally:
-            folder.release()
+
+    def bundle_interrupted(
+        self, config: AuditConfig, signal: str, unfinished: Sequence[str], code: int
+    ) -> None:
+        """A signal came before any scenario finished (while the bundle was created or the
+        engine loaded): the bundle's manifest says so (``interrupted by SIGNAL``), never
+        "running", which a reader takes for a crash."""
+        if not self._bundle_reporter:
+            return
+        result = AuditResult(
+            config=config,
+            contract=config.engine.contract,
+            scenarios=(),
+            environment={},
+            seconds=0.0,
+            interrupted=signal,
+            unfinished=tuple(unfinished),
+        )
+        self.write_documents(result, self._bundle_reporter, lambda _result, _problems: code)
 
     # -- the end --------------------------------------------------------------------------
 

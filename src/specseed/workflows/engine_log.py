@@ -52,16 +52,25 @@ class _LogStream:
 
 
 @contextmanager
-def capture_engine_log(path: Path | None) -> Iterator[TextIO | None]:
+def capture_engine_log(path: Path | None, *, contained: bool = False) -> Iterator[TextIO | None]:
     """Send the engine's stderr and loggers to ``path`` (appending) for the block; None: leave
     them alone. A file that cannot be opened leaves them alone too (the audit goes on).
+    ``contained``: ``path`` is a file of a folder specseed owns (the bundle's ``engine.log``):
+    it is opened, and its secrets scrubbed, without following a symlink, and a symlink, a
+    special file or a file with other hard links there is never written (``core.files``).
     Yields the terminal's stream (None when nothing was captured)."""
     if path is None:
         yield None
         return
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+        if contained:
+            from specseed.core.files import create_inside
+
+            fd = create_inside(path.parent, path.name, append=True)
+            log = open(fd, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            log = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
     except OSError:
         yield None
         return
@@ -119,7 +128,7 @@ def capture_engine_log(path: Path | None) -> Iterator[TextIO | None]:
             terminal.close()
         with suppress(OSError, ValueError):  # a full disk: the log keeps what it could
             log.close()
-        _scrub(path)
+        _scrub(path, contained)
 
 
 def _writes_to_fd2(stream: Any) -> bool:
@@ -129,11 +138,19 @@ def _writes_to_fd2(stream: Any) -> bool:
         return False
 
 
-def _scrub(path: Path) -> None:
+_SCRUB_LIMIT = 64 << 20
+"""A log larger than this is left as the engine wrote it (too large to hold)."""
+
+
+def _scrub(path: Path, contained: bool) -> None:
     """The log rewritten through the one writer, which removes secrets: an engine may log
-    its server URL or a key. A log too large to hold is left as the engine wrote it."""
-    from specseed.core.files import write_atomic
+    its server URL or a key. ``contained``: read and replaced without following a link."""
+    from specseed.core.files import read_inside, write_atomic, write_inside
 
     with suppress(OSError):
-        if path.is_file() and path.stat().st_size <= 64 << 20:
+        if contained:
+            data = read_inside(path.parent, path.name, _SCRUB_LIMIT)
+            if data is not None:
+                write_inside(path.parent, path.name, data.decode("utf-8", errors="replace"))
+        elif path.is_file() and path.stat().st_size <= _SCRUB_LIMIT:
             write_atomic(path, path.read_text(encoding="utf-8", errors="replace"))
