@@ -16,9 +16,16 @@ Only what the recording determines is compared; what a foreign machine legitimat
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from specseed.scenarios.schema import AuditConfig, RunSpec, Scenario
-from specseed.traces.records import REQUEST_SAMPLING, RequestInfo, RunTrace
+from specseed.traces.records import (
+    REQUEST_SAMPLING,
+    RequestInfo,
+    RunTrace,
+    child_id,
+    child_seed,
+)
 
 SHARED_SETTINGS = (
     "name",
@@ -90,19 +97,22 @@ def _trace(config: AuditConfig, scenario: Scenario, run: RunSpec, trace: RunTrac
 def _requests(
     scenario: Scenario, run: RunSpec, recorded: Sequence[RequestInfo], max_num_requests: int
 ) -> Iterator[str]:
-    served = scenario.served_requests(run)
+    served = _with_children(scenario.served_requests(run))
     mine = [r for r in recorded if r.phase == "scenario"]
     names = [r.request_id for r in mine]
-    wanted = [spec.name for _, spec in served]
+    wanted = [request_id for request_id, _, _, _ in served]
     if names != wanted:
         yield (f"its header records requests {_few(names)}, the run serves {_few(wanted)}")
         return
-    for (named, spec), info in zip(served, mine, strict=True):
+    for (_, named, spec, index), info in zip(served, mine, strict=True):
         for key in REQUEST_SAMPLING:
-            if getattr(info, key) != getattr(spec, key):
+            value = getattr(spec, key)
+            if key == "seed":
+                value = child_seed(value, index)
+            if getattr(info, key) != value:
                 yield (
                     f"request {info.request_id}: its header records {key} "
-                    f"{getattr(info, key)!r}, the scenario gives {getattr(spec, key)!r}"
+                    f"{getattr(info, key)!r}, the scenario gives {value!r}"
                 )
         if info.arrival_step != run.arrivals.get(named, 0):
             yield f"request {info.request_id}: its header records arrival step {info.arrival_step}"
@@ -115,7 +125,10 @@ def _requests(
 
 
 def _outputs(scenario: Scenario, run: RunSpec, trace: RunTrace) -> Iterator[str]:
-    limits = {spec.name: spec.max_tokens for _, spec in scenario.served_requests(run)}
+    limits = {
+        request_id: spec.max_tokens
+        for request_id, _, spec, _ in _with_children(scenario.served_requests(run))
+    }
     outputs = trace.end.outputs
     for request, tokens in outputs.items():
         if request not in limits:
@@ -138,6 +151,17 @@ def _outputs(scenario: Scenario, run: RunSpec, trace: RunTrace) -> Iterator[str]
     for request in sorted(set(emitted) | set(outputs)):
         if tuple(emitted.get(request, ())) != tuple(outputs.get(request, ())):
             yield f"request {request}: its end record's outputs are not the tokens its steps emitted"
+
+
+def _with_children(served: Sequence[tuple[str, Any]]) -> list[tuple[str, str, Any, int]]:
+    """(request id, scenario request name, resolved request, child index) for every request a
+    run serves: a request with ``n`` > 1 is followed by its children ``child_id(name, i)``,
+    as traces list them."""
+    out: list[tuple[str, str, Any, int]] = []
+    for named, spec in served:
+        for index in range(getattr(spec, "n", None) or 1):
+            out.append((child_id(spec.name, index), named, spec, index))
+    return out
 
 
 def _few(names: Sequence[str]) -> str:
