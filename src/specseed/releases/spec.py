@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Sequence
@@ -124,13 +125,13 @@ def parse_selection(text: str) -> ReleaseSelection:
 
 
 def versions_on_indexes(
-    package: str, indexes: Sequence[str], find_links: Sequence[str]
+    package: str, indexes: Sequence[str], find_links: Sequence[str], *, offline: bool = False
 ) -> tuple[str, ...]:
     """Every version of ``package`` the indexes (``PYPI_SIMPLE`` when none is given) and the
-    find-links folders hold a file for, yanked files left out. ``InputError`` when an index
-    cannot be read."""
+    find-links folders hold a file for, yanked files left out (``offline``: the folders
+    only). ``InputError`` when an index cannot be read."""
     found: set[str] = set()
-    for index in indexes or (PYPI_SIMPLE,):
+    for index in () if offline else (indexes or (PYPI_SIMPLE,)):
         found |= _index_versions(package, index)
     for link in find_links:
         found |= _folder_versions(package, Path(link.removeprefix("file://")))
@@ -170,6 +171,13 @@ def _index_versions(package: str, index: str) -> set[str]:
         with urllib.request.urlopen(request, timeout=INDEX_TIMEOUT_S) as reply:  # noqa: S310
             body = reply.read(MAX_INDEX_PAGE_BYTES + 1)
             kind = reply.headers.get("Content-Type", "")
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:  # the index has no such package
+            return set()
+        raise InputError(
+            f"cannot list the releases of {package} on {index}: {exc}",
+            hint="give the releases as a list (PACKAGE==V1,V2,...) or another --index",
+        ) from None
     except OSError as exc:
         raise InputError(
             f"cannot list the releases of {package} on {index}: {exc}",

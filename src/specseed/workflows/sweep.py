@@ -193,9 +193,7 @@ class Sweep(Workflow):
         if selection.is_range:
             install = self.request.install
             available = versions_on_indexes(
-                selection.package,
-                () if install.offline else install.indexes,
-                install.find_links,
+                selection.package, install.indexes, install.find_links, offline=install.offline
             )
         releases = selection.releases(available)
         if not releases:
