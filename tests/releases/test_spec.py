@@ -71,7 +71,7 @@ def test_a_json_index_page_over_http_is_read_without_its_yanked_files() -> None:
     asked: list[str] = []
 
     class Index(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             asked.append(self.path)
             self.send_response(200)
             self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")

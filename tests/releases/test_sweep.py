@@ -85,9 +85,10 @@ def test_a_list_names_the_first_bad_release_and_says_which_could_not_run(setup: 
     assert all(len(line) <= 80 for line in output.splitlines()), output
     # Each release's bundle is a specseed bundle; the table is in sweep.md.
     assert (setup / "sweep" / "specseed-standin-2.0" / "manifest.json").is_file()
-    assert "| uptime | uptime-invariance | n/r | pass | fail | n/i |" in (
-        setup / "sweep" / "sweep.md"
-    ).read_text()
+    assert (
+        "| uptime | uptime-invariance | n/r | pass | fail | n/i |"
+        in (setup / "sweep" / "sweep.md").read_text()
+    )
 
     # A second sweep finds the environments in the cache and reaches the same verdicts.
     code, output, again = _sweep(

@@ -32,7 +32,9 @@ def next_release(
     """The next release to run (``releases`` oldest first; ``outcomes`` by version, the
     ones run so far), or None when the change is found or there is none."""
     tried = set(outcomes)
-    judged = [i for i, r in enumerate(releases) if r.version in outcomes and outcomes[r.version].judged]
+    judged = [
+        i for i, r in enumerate(releases) if r.version in outcomes and outcomes[r.version].judged
+    ]
     # The ends: the newest release with a verdict, then the oldest.
     if not judged:
         return next((r for r in reversed(releases) if r.version not in tried), None)
@@ -56,7 +58,9 @@ def next_release(
         for i in judged
         if i < first_changed and not _changed(outcomes[releases[i].version], newest, cells)
     )
-    between = [i for i in range(last_unchanged + 1, first_changed) if releases[i].version not in tried]
+    between = [
+        i for i in range(last_unchanged + 1, first_changed) if releases[i].version not in tried
+    ]
     if not between:
         return None
     middle = (last_unchanged + first_changed) / 2

@@ -285,7 +285,7 @@ class EnvironmentCache:
             timeout=120,
             check=False,
         )
-        packages = {}
+        packages: dict[str, str] = {}
         for line in done.stdout.splitlines():
             name, sep, version = line.partition("==")
             if sep:
@@ -331,7 +331,7 @@ def _locked(path: Path) -> Iterator[None]:
 def _requirement_closure(root: str = "specseed") -> list[metadata.Distribution]:
     """The installed distributions ``root`` needs at run time (its requirements, theirs, ...;
     extras left out, markers evaluated for this interpreter)."""
-    env = default_environment()
+    env: dict[str, str] = dict(default_environment())  # type: ignore[arg-type]
     seen: dict[str, metadata.Distribution] = {}
     queue = [root]
     while queue:
@@ -372,9 +372,7 @@ def specseed_path(cache: Path) -> Path:
     """A folder of links to the running specseed and to every distribution it requires, for
     the end of a child's ``sys.path`` (made once per specseed installation, under
     ``cache/paths``)."""
-    import specseed
-
-    package = Path(specseed.__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # the running specseed
     sites = [Path(p) for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}]
     links: dict[str, Path] = {"specseed": package}
     for dist in _requirement_closure():

@@ -168,7 +168,7 @@ def _index_versions(package: str, index: str) -> set[str]:
         url, headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"}
     )
     try:
-        with urllib.request.urlopen(request, timeout=INDEX_TIMEOUT_S) as reply:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=INDEX_TIMEOUT_S) as reply:
             body = reply.read(MAX_INDEX_PAGE_BYTES + 1)
             kind = reply.headers.get("Content-Type", "")
     except urllib.error.HTTPError as exc:

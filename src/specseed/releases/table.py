@@ -12,6 +12,7 @@ Plain Python (no torch): ``sweep.json`` is read back with it.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -152,10 +153,12 @@ def changes(
     judged = [o for o in ordered(outcomes) if o.judged]
     every = sorted({r.version for r in releases or ()} | {o.version for o in outcomes}, key=Version)
     found = []
-    for older, newer in zip(judged, judged[1:], strict=False):
+    for older, newer in itertools.pairwise(judged):
         diff = []
         for scenario in sorted(set(older.cells) | set(newer.cells)):
-            for check in sorted(set(older.cells.get(scenario, {})) | set(newer.cells.get(scenario, {}))):
+            for check in sorted(
+                set(older.cells.get(scenario, {})) | set(newer.cells.get(scenario, {}))
+            ):
                 a, b = older.cell(scenario, check), newer.cell(scenario, check)
                 if (a.status if a else None) != (b.status if b else None):
                     diff.append(CellChange(scenario, check, a, b))
@@ -249,7 +252,9 @@ def outcome_to_dict(outcome: ReleaseOutcome) -> dict[str, Any]:
         },
         "bundle": outcome.bundle,
         "cells": {
-            scenario: {c: {"status": cell.status, "evidence": cell.evidence} for c, cell in row.items()}
+            scenario: {
+                c: {"status": cell.status, "evidence": cell.evidence} for c, cell in row.items()
+            }
             for scenario, row in outcome.cells.items()
         },
     }

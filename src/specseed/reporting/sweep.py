@@ -105,11 +105,15 @@ def summary_lines(result: SweepResult, folder: Path | None = None) -> list[str]:
         per_block = max(1, (WIDTH - name_width - 2) // column)
         for start in range(0, len(run), per_block):
             block = run[start : start + per_block]
-            lines.append(("scenario".ljust(name_width) + "  " + "".join(v.ljust(column) for v in block)).rstrip())
+            lines.append(
+                (
+                    "scenario".ljust(name_width) + "  " + "".join(v.ljust(column) for v in block)
+                ).rstrip()
+            )
             for scenario in scenarios:
-                cells = "".join(scenario_status(outcomes[v], scenario).ljust(column) for v in block)
+                marks = "".join(scenario_status(outcomes[v], scenario).ljust(column) for v in block)
                 name = scenario if len(scenario) <= name_width else scenario[: name_width - 1] + "~"
-                lines.append(printable(name.ljust(name_width) + "  " + cells).rstrip())
+                lines.append(printable(name.ljust(name_width) + "  " + marks).rstrip())
         lines.extend(_wrap(LEGEND, ""))
     # Changes between neighbours.
     found = changes(result.outcomes, result.releases)
@@ -128,7 +132,7 @@ def summary_lines(result: SweepResult, folder: Path | None = None) -> list[str]:
                 before = cell.before.status if cell.before else "absent"
                 after = cell.after.status if cell.after else "absent"
                 lines.extend(_wrap(f"{cell.scenario} / {cell.check}: {before} -> {after}", "  "))
-                evidence = (cell.after or cell.before)
+                evidence = cell.after or cell.before
                 if evidence is not None and evidence.evidence:
                     side = change.newer if cell.after else change.older
                     lines.extend(_wrap(f"{side}: {evidence.evidence}", "    "))
@@ -188,7 +192,12 @@ def render_markdown(result: SweepResult) -> str:
     out.append(f"Input: `{_md(result.source)}`, {result.via}; "
                f"{len(run)} of {len(result.releases)} releases run"
                f"{' (bisected)' if result.bisected else ''}.")  # fmt: skip
-    out += ["", "## Releases", "", "| release | install | start | audit | result | engine | observed |"]
+    out += [
+        "",
+        "## Releases",
+        "",
+        "| release | install | start | audit | result | engine | observed |",
+    ]
     out.append("|---|---|---|---|---|---|---|")
     for version in run:
         o = outcomes[version]
@@ -209,7 +218,11 @@ def render_markdown(result: SweepResult) -> str:
             for version in run:
                 o = outcomes[version]
                 cell = o.cell(scenario, check)
-                values.append(cell.status if cell else ("" if o.judged else SHORT_STATUS.get(o.status, o.status)))
+                values.append(
+                    cell.status
+                    if cell
+                    else ("" if o.judged else SHORT_STATUS.get(o.status, o.status))
+                )
             out.append(f"| {_md(scenario)} | {_md(check)} | " + " | ".join(values) + " |")
     found = changes(result.outcomes, result.releases)
     if found:
@@ -219,11 +232,13 @@ def render_markdown(result: SweepResult) -> str:
             if change.untested_between:
                 out.append(f"\nNot judged between them: {', '.join(change.untested_between)}.")
             out.append("")
-            for cell in change.cells:
-                before = cell.before.status if cell.before else "absent"
-                after = cell.after.status if cell.after else "absent"
-                out.append(f"- `{_md(cell.scenario)}` / `{_md(cell.check)}`: {before} → **{after}**")
-                for label, side in ((change.older, cell.before), (change.newer, cell.after)):
+            for moved in change.cells:
+                before = moved.before.status if moved.before else "absent"
+                after = moved.after.status if moved.after else "absent"
+                out.append(
+                    f"- `{_md(moved.scenario)}` / `{_md(moved.check)}`: {before} → **{after}**"
+                )
+                for label, side in ((change.older, moved.before), (change.newer, moved.after)):
                     if side is not None and side.evidence:
                         out.append(f"  - {label}: {_md(side.evidence)}")
             out.append("")

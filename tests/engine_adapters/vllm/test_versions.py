@@ -7,6 +7,7 @@ and by ``specseed sweep`` (each release running; docs/sweep.md)."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import pytest
 
@@ -52,7 +53,7 @@ def test_a_wrap_point_that_differs_from_the_row_is_named() -> None:
 def test_rows_are_ordered_and_do_not_overlap() -> None:
     from packaging.version import Version
 
-    for older, newer in zip(RELEASES, RELEASES[1:], strict=False):
+    for older, newer in itertools.pairwise(RELEASES):
         assert Version(older.first) <= Version(older.last) < Version(newer.first)
 
 
@@ -97,6 +98,9 @@ def test_a_value_the_release_lacks_is_refused_before_the_engine_starts(  # type:
         spelled = engine.speculative_config(probabilistic)
     finally:
         engine.support = kept
-    assert refused == "vLLM 0.20.0 cannot take draft_sample_method 'probabilistic' (the release lacks it)"
+    assert (
+        refused
+        == "vLLM 0.20.0 cannot take draft_sample_method 'probabilistic' (the release lacks it)"
+    )
     assert start.not_served == refused
     assert spelled is not None and spelled["draft_sample_method"] == "gumbel"
