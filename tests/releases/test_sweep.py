@@ -90,6 +90,30 @@ def test_a_list_names_the_first_bad_release_and_says_which_could_not_run(setup: 
         in (setup / "sweep" / "sweep.md").read_text()
     )
 
+    # A bundle's recorded scenarios, replayed on each release's engine (with consent).
+    recorded = setup / "recorded"
+    (setup / "sweep" / "specseed-standin-2.0").rename(recorded)
+    result = CliRunner().invoke(
+        app,
+        ["sweep", str(recorded), "--engine-versions", "specseed-standin==1.0,2.0",
+         "--find-links", "wheels", "--offline", "--no-progress", "--bundle", "replayed"],
+    )  # fmt: skip
+    refused = CliRunner().invoke(
+        app, ["sweep", str(recorded), "--engine-versions", "specseed-standin==1.0"]
+    )
+    assert refused.exit_code == 2 and "--engine-from-bundle" in refused.output
+    assert result.exit_code == 2, result.output  # the same refusal: no consent given
+    result = CliRunner().invoke(
+        app,
+        ["sweep", str(recorded), "--engine-from-bundle", "--engine-versions",
+         "specseed-standin==1.0,2.0", "--find-links", "wheels", "--offline", "--no-progress",
+         "--bundle", "replayed"],
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    replayed = _by_version(json.loads((setup / "replayed" / "sweep.json").read_text()))
+    assert [replayed[v]["verdict"] for v in ("1.0", "2.0")] == ["pass", "fail"]
+    assert [replayed[v]["timings"]["cached"] for v in ("1.0", "2.0")] == [True, True]
+
     # A second sweep finds the environments in the cache and reaches the same verdicts.
     code, output, again = _sweep(
         "--engine-versions", "specseed-standin==2.0", "--bundle", "sweep", "--force"

@@ -146,12 +146,14 @@ class Sweep(Workflow):
         request = self.request
         source = request.source
         if source.is_dir():
-            from specseed.bundle.format import read_bundle
+            from specseed.bundle.format import read_summary
 
-            bundle = read_bundle(source)
+            # The manifest, findings and headers only: the bundle's engine may be one that
+            # only the releases bring (each release's replay reads the rest).
+            bundle = read_summary(source)
             if request.model is not None:
                 return resolve_audit(request.model, scenarios=False).engine.name
-            name = bundle.config.engine.name
+            name = bundle.manifest.engine or "reference"
             if not request.engine_from_bundle and name != "reference":
                 raise InputError(
                     f"the bundle names engine {name!r}; a sweep runs it only when asked",
@@ -165,7 +167,11 @@ class Sweep(Workflow):
         name = str(engine.get("name", "reference")) if isinstance(engine, dict) else "reference"
         if name not in engine_names():
             return name
-        return resolve_audit(source).engine.name
+        from specseed.workflows.audit import selected_scenarios
+
+        resolved = resolve_audit(source)
+        selected_scenarios(resolved, self.outputs)  # an unknown --scenario stops the sweep here
+        return resolved.engine.name
 
     def _check_folder(self) -> None:
         folder = self.folder
