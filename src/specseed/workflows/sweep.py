@@ -290,7 +290,7 @@ class Sweep(Workflow):
     def _progress(self, line: str) -> None:
         consoles = self.consoles()
         if consoles is not None and self.outputs.progress:
-            consoles[1].print(printable(line), highlight=False, markup=False, soft_wrap=True)
+            consoles[1].print(printable(line), highlight=False, markup=False)
 
     def _finish(self, result: SweepResult) -> None:
         from specseed.reporting.sweep import render_markdown, render_terminal
