@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from packaging.utils import canonicalize_name
 
@@ -62,9 +63,12 @@ def read_release(
             engine=engine,
             reason=f"the environment imported {release.package} {ran}, not {release.version}",
         )
+    starts = _engine_starts(headers)
     timings = Timings(
         start=start,
         audit=bundle.manifest.seconds if bundle.manifest.seconds is not None else wall,
+        engine_starts=starts[0] if starts else None,
+        engine_start=starts[1] if starts else None,
     )
     if headers and all(h.not_served for h in headers):
         return replace(
@@ -87,6 +91,19 @@ def read_release(
         engine=engine,
         timings=timings,
     )
+
+
+def _engine_starts(headers: list[Any]) -> tuple[int, float] | None:
+    """The engine's starts and their seconds, from the run headers' environment where the
+    adapter records them (the vLLM adapter does): the latest count."""
+    found = []
+    for header in headers:
+        env = header.environment
+        try:
+            found.append((int(env["engine_starts"]), float(env["engine_start_seconds"])))
+        except (KeyError, ValueError):
+            continue
+    return max(found) if found else None
 
 
 def _engine_versions(environment: dict[str, str], release: Release) -> dict[str, str]:

@@ -52,6 +52,24 @@ class Timings:
     imports, model.yaml); over HTTP: the servers' start until they answer."""
     audit: float | None = None
     """The audit as its bundle's manifest states it (engine starts included in-process)."""
+    engine_starts: int | None = None
+    """In-process: how often the engine started during the audit (where it says so)."""
+    engine_start: float | None = None
+    """In-process: the seconds those starts took, part of ``audit``."""
+
+    @property
+    def starting(self) -> float | None:
+        """Everything before the engine served: the process and the engine's starts."""
+        if self.start is None and self.engine_start is None:
+            return None
+        return (self.start or 0.0) + (self.engine_start or 0.0)
+
+    @property
+    def serving(self) -> float | None:
+        """The audit without the engine's starts."""
+        if self.audit is None:
+            return None
+        return self.audit - (self.engine_start or 0.0)
 
 
 @dataclass(frozen=True)
@@ -249,6 +267,8 @@ def outcome_to_dict(outcome: ReleaseOutcome) -> dict[str, Any]:
             "cached": outcome.timings.cached,
             "start": outcome.timings.start,
             "audit": outcome.timings.audit,
+            "engine_starts": outcome.timings.engine_starts,
+            "engine_start": outcome.timings.engine_start,
         },
         "bundle": outcome.bundle,
         "cells": {
@@ -285,6 +305,8 @@ def outcome_from_dict(data: Mapping[str, Any]) -> ReleaseOutcome:
             cached=bool(timings.get("cached", False)),
             start=timings.get("start"),
             audit=timings.get("audit"),
+            engine_starts=timings.get("engine_starts"),
+            engine_start=timings.get("engine_start"),
         ),
         bundle=data.get("bundle"),
     )

@@ -63,7 +63,7 @@ def _release_line(outcome: ReleaseOutcome) -> tuple[str, str, str, str, str]:
             result += ", http"
     else:
         result = outcome.status
-    return (outcome.version, install, _seconds(t.start), _seconds(t.audit), result)
+    return (outcome.version, install, _seconds(t.starting), _seconds(t.serving), result)
 
 
 def _wrap(text: str, indent: str) -> list[str]:
@@ -204,8 +204,9 @@ def render_markdown(result: SweepResult) -> str:
         row = _release_line(o)
         engine = ", ".join(f"{k} {v}" for k, v in sorted(o.engine.items()))
         result_text = row[4] if o.judged else f"{o.status}: {' '.join(o.reason.split())[:300]}"
+        starts = f" ({o.timings.engine_starts})" if o.timings.engine_starts is not None else ""
         out.append(
-            f"| {row[0]} | {row[1]} | {row[2]} | {row[3]} | {_md(result_text)} | "
+            f"| {row[0]} | {row[1]} | {row[2]}{starts} | {row[3]} | {_md(result_text)} | "
             f"{_md(engine)} | {_md(o.observed)} |"
         )
     cells = sorted({(s, c) for o in result.outcomes for s, row in o.cells.items() for c in row})

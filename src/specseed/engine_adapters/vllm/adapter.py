@@ -403,6 +403,10 @@ class VllmEngine(EngineAdapter):
             "model": str(self.settings.checkpoint),
             "draft": str(self.settings.draft_checkpoint),
             "multiprocessing": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", ""),
+            # How often and for how long vLLM started so far (each run's header has the count
+            # up to it): `specseed sweep` reports a release's start time from it.
+            "engine_starts": str(self.engine_starts),
+            "engine_start_seconds": f"{sum(self.engine_start_seconds):.3f}",
             "vllm_table_row": self.support.row.span if self.support.row else "none",
             "vllm_observed": "wraps" if self.support.observable else "tokens only",
         }
