@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from specseed.core.text import printable
+from specseed.core.wording import plural
 from specseed.releases.result import SweepResult
 from specseed.releases.table import ReleaseOutcome, changes, transition
 
@@ -85,8 +86,9 @@ def summary_lines(result: SweepResult, folder: Path | None = None) -> list[str]:
     scenarios = sorted({s for o in result.outcomes for s in o.cells})
     head = (
         f"specseed sweep: {result.package} {versions[0]} to {versions[-1]} "
-        f"({len(versions)} releases, {len(run)} run{', bisected' if result.bisected else ''}), "
-        f"{result.via}, {len(scenarios)} scenarios in {_seconds(result.seconds)}"
+        f"({plural(len(versions), 'release')}, {len(run)} run"
+        f"{', bisected' if result.bisected else ''}), {result.via}, "
+        f"{plural(len(scenarios), 'scenario')} in {_seconds(result.seconds)}"
     )
     lines = _wrap(head, "")
     # One line per release run.
