@@ -1,13 +1,14 @@
 """Bisecting a range of releases: which release to run next, so that the sweep finds where
-the outcome changes with as few installations as the answer needs.
+the verdict changes with as few installations as the answer needs.
 
 The newest and the oldest release run first (a release without a verdict, one that cannot be
 installed or cannot run the audit's settings, is stepped over to its inner neighbour, as
-``git bisect skip`` does). When they agree there is nothing to find. Otherwise the cells that
-differ between them are the change looked for, and a release counts as *changed* when one of
-those cells has the newest release's status. The releases between the last unchanged and the
-first changed one are halved until they are neighbours, or every release between them is
-without a verdict (the change is then in one of those, and the sweep says so).
+``git bisect skip`` does). When their verdicts agree there is nothing to find. Otherwise the
+cells whose verdict (failing or not) differs between them are the change looked for, and a
+release counts as *changed* when one of those cells has the newest release's verdict. The
+releases between the last unchanged and the first changed one are halved until they are
+neighbours, or every release between them is without a verdict (the change is then in one
+of those, and the sweep says so).
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from specseed.releases.spec import Release
-from specseed.releases.table import ReleaseOutcome, target_cells
+from specseed.releases.table import ReleaseOutcome, failing, target_cells
 
 
 def _changed(outcome: ReleaseOutcome, newest: ReleaseOutcome, cells: set[tuple[str, str]]) -> bool:
+    """Whether one of the cells that tell the ends apart has the newest release's verdict."""
     for key in cells:
         here, there = outcome.cell(*key), newest.cell(*key)
-        if here is not None and there is not None and here.status == there.status:
+        if here is not None and there is not None and failing(here) == failing(there):
             return True
     return False
 

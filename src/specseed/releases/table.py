@@ -27,6 +27,15 @@ says why a release has no verdict."""
 
 RANK = {"fail": 4, "error": 3, "known-limitation": 2, "pass": 1, "skip": 0}
 """Which status a cell shows when a check has several findings in one scenario."""
+FAILING = frozenset({"fail", "error"})
+"""The statuses that make an audit fail: a verdict changes when a cell enters or leaves them
+(``pass`` to ``skip`` is a change in evidence, not in verdict)."""
+
+
+def failing(cell: Cell | None) -> bool:
+    return cell is not None and cell.status in FAILING
+
+
 SWEEP_FORMAT = "1"
 
 
@@ -164,10 +173,14 @@ def ordered(outcomes: Iterable[ReleaseOutcome]) -> list[ReleaseOutcome]:
 
 
 def changes(
-    outcomes: Sequence[ReleaseOutcome], releases: Sequence[Release] | None = None
+    outcomes: Sequence[ReleaseOutcome],
+    releases: Sequence[Release] | None = None,
+    *,
+    verdicts_only: bool = False,
 ) -> list[Change]:
     """Every change between neighbouring judged releases, oldest first. ``releases``: every
-    release the sweep covered (to name the ones between two neighbours it did not judge)."""
+    release the sweep covered (to name the ones between two neighbours it did not judge).
+    ``verdicts_only``: only cells that enter or leave a failing status."""
     judged = [o for o in ordered(outcomes) if o.judged]
     every = sorted({r.version for r in releases or ()} | {o.version for o in outcomes}, key=Version)
     found = []
@@ -178,7 +191,12 @@ def changes(
                 set(older.cells.get(scenario, {})) | set(newer.cells.get(scenario, {}))
             ):
                 a, b = older.cell(scenario, check), newer.cell(scenario, check)
-                if (a.status if a else None) != (b.status if b else None):
+                moved = (
+                    failing(a) != failing(b)
+                    if verdicts_only
+                    else ((a.status if a else None) != (b.status if b else None))
+                )
+                if moved:
                     diff.append(CellChange(scenario, check, a, b))
         if diff:
             lo, hi = Version(older.version), Version(newer.version)
@@ -203,16 +221,16 @@ class Transition:
 def transition(
     outcomes: Sequence[ReleaseOutcome], releases: Sequence[Release] | None = None
 ) -> Transition | None:
-    """The first change between neighbouring judged releases that matches the difference
-    between the oldest and the newest judged release (None: they agree, or fewer than two
-    releases were judged)."""
+    """The first verdict change between neighbouring judged releases that matches the
+    difference between the oldest and the newest judged release (None: their verdicts agree
+    on every cell, or fewer than two releases were judged)."""
     judged = [o for o in ordered(outcomes) if o.judged]
     if len(judged) < 2:
         return None
     target = target_cells(judged[0], judged[-1])
     if not target:
         return None
-    for change in changes(outcomes, releases):
+    for change in changes(outcomes, releases, verdicts_only=True):
         moved = tuple(c for c in change.cells if (c.scenario, c.check) in target)
         if moved:
             return Transition(
@@ -222,7 +240,8 @@ def transition(
 
 
 def target_cells(old: ReleaseOutcome, new: ReleaseOutcome) -> set[tuple[str, str]]:
-    """The cells whose status differs between two releases, where both have one."""
+    """The cells whose verdict (failing or not) differs between two releases, where both
+    have one."""
     keys = {(s, c) for s, row in old.cells.items() for c in row} & {
         (s, c) for s, row in new.cells.items() for c in row
     }
@@ -231,16 +250,12 @@ def target_cells(old: ReleaseOutcome, new: ReleaseOutcome) -> set[tuple[str, str
         for k in keys
         if (cell_old := old.cell(*k)) is not None
         and (cell_new := new.cell(*k)) is not None
-        and cell_old.status != cell_new.status
+        and failing(cell_old) != failing(cell_new)
     }
 
 
 def _kind(cells: Sequence[CellChange]) -> Literal["regression", "fix", "change"]:
-    worse = sum(
-        RANK.get(c.after.status if c.after else "skip", 0)
-        > RANK.get(c.before.status if c.before else "skip", 0)
-        for c in cells
-    )
+    worse = sum(failing(c.after) and not failing(c.before) for c in cells)
     if worse == len(cells):
         return "regression"
     if worse == 0:
@@ -324,6 +339,7 @@ __all__ = [
     "Transition",
     "cells_from_findings",
     "changes",
+    "failing",
     "ordered",
     "outcome_from_dict",
     "outcome_to_dict",

@@ -16,9 +16,11 @@ from typing import Any
 from specseed.core.text import printable
 from specseed.core.wording import plural
 from specseed.releases.result import SweepResult
-from specseed.releases.table import ReleaseOutcome, changes, transition
+from specseed.releases.table import ReleaseOutcome, changes, failing, transition
 
 WIDTH = 80
+SHOWN_CELLS = 4
+"""Verdict changes shown per pair of releases on the terminal (sweep.md has every one)."""
 SHORT_STATUS = {
     "not-installable": "n/i",
     "cannot-run": "n/r",
@@ -117,11 +119,11 @@ def summary_lines(result: SweepResult, folder: Path | None = None) -> list[str]:
                 name = scenario if len(scenario) <= name_width else scenario[: name_width - 1] + "~"
                 lines.append(printable(name.ljust(name_width) + "  " + marks).rstrip())
         lines.extend(_wrap(LEGEND, ""))
-    # Changes between neighbours.
-    found = changes(result.outcomes, result.releases)
+    # Verdict changes between neighbours (every change of evidence is in sweep.md).
+    found = changes(result.outcomes, result.releases, verdicts_only=True)
     if found:
         lines.append("")
-        lines.append("Changes between neighbouring releases")
+        lines.append("Verdict changes between neighbouring releases")
         for change in found:
             between = (
                 f" ({len(change.untested_between)} between not judged: "
@@ -130,14 +132,20 @@ def summary_lines(result: SweepResult, folder: Path | None = None) -> list[str]:
                 else ""
             )
             lines.extend(_wrap(f"{change.older} -> {change.newer}{between}", ""))
-            for cell in change.cells:
-                before = cell.before.status if cell.before else "absent"
-                after = cell.after.status if cell.after else "absent"
-                lines.extend(_wrap(f"{cell.scenario} / {cell.check}: {before} -> {after}", "  "))
-                evidence = cell.after or cell.before
-                if evidence is not None and evidence.evidence:
-                    side = change.newer if cell.after else change.older
-                    lines.extend(_wrap(f"{side}: {evidence.evidence}", "    "))
+            for moved in change.cells[:SHOWN_CELLS]:
+                before = moved.before.status if moved.before else "absent"
+                after = moved.after.status if moved.after else "absent"
+                lines.extend(_wrap(f"{moved.scenario} / {moved.check}: {before} -> {after}", "  "))
+                side, cell = (
+                    (change.newer, moved.after)
+                    if failing(moved.after)
+                    else (change.older, moved.before)
+                )
+                if cell is not None and cell.evidence:
+                    lines.extend(_wrap(f"{side}: {cell.evidence}", "    "))
+            hidden = len(change.cells) - SHOWN_CELLS
+            if hidden > 0:
+                lines.extend(_wrap(f"(+{hidden} more; every change is in sweep.md)", "  "))
     lines.extend(_transition_lines(result))
     unjudged = [o for o in result.outcomes if not o.judged]
     if unjudged:
@@ -238,8 +246,10 @@ def render_markdown(result: SweepResult) -> str:
             for moved in change.cells:
                 before = moved.before.status if moved.before else "absent"
                 after = moved.after.status if moved.after else "absent"
+                mark = " (verdict)" if failing(moved.before) != failing(moved.after) else ""
                 out.append(
-                    f"- `{_md(moved.scenario)}` / `{_md(moved.check)}`: {before} → **{after}**"
+                    f"- `{_md(moved.scenario)}` / `{_md(moved.check)}`: {before} → "
+                    f"**{after}**{mark}"
                 )
                 for label, side in ((change.older, moved.before), (change.newer, moved.after)):
                     if side is not None and side.evidence:
