@@ -113,3 +113,11 @@ def test_changes_list_every_neighbouring_pair_that_differs_with_evidence() -> No
 def test_an_outcome_survives_sweep_json() -> None:
     outcome = _ran("1.0", a="fail")
     assert outcome_from_dict(outcome_to_dict(outcome)) == outcome
+
+
+def test_evidence_that_moves_without_the_verdict_is_no_verdict_change() -> None:
+    # pass -> skip and fail -> error change the evidence, not whether the audit fails.
+    outcomes = [_ran("1.0", a="pass", b="fail"), _ran("1.1", a="skip", b="error")]
+    assert len(changes(outcomes)[0].cells) == 2
+    assert changes(outcomes, verdicts_only=True) == []
+    assert transition(outcomes) is None
