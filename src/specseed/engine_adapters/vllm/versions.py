@@ -25,7 +25,9 @@ What changed across the rows:
 - 0.22.0: ``draft_sample_method`` ``greedy``/``probabilistic``; ``use_fp64_gumbel`` (engine
   argument); ``VllmConfig.use_v2_model_runner``.
 - 0.23.0: ``compute_probs_and_sample_next_token`` and ``sample_recovered_tokens`` take
-  ``use_fp64_gumbel``.
+  ``use_fp64_gumbel``; on the CPU the model runner stays in this process when
+  ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (before, ``vllm/platforms/cpu.py`` always moved it to a
+  worker process: 0.20.0 to 0.22.1 are served tokens-only on the CPU).
 - 0.25.0: ``rejection_sample_method`` adds ``block``.
 
 A release outside every row is not refused: the adapter serves it with the options every
@@ -73,8 +75,10 @@ class VllmRelease:
     ``speculative_config`` key of the same name (None: the release has no such key, and its
     behaviour is that value: the key is left out). A value missing here is one the release
     cannot take."""
-    checked: str = ""
-    """Where the row was held to a running release."""
+    cpu_runner_in_process: bool = True
+    """On the CPU, whether the model runner can run in this process (the wraps reach it).
+    Through 0.22.1 ``vllm/platforms/cpu.py`` turns the ``uni`` executor into ``mp``
+    unconditionally, so the runner always lives in a worker process."""
 
     def names(self, version: Version) -> bool:
         return Version(self.first) <= version <= Version(self.last)
@@ -114,16 +118,19 @@ RELEASES: tuple[VllmRelease, ...] = (
         "0.20.0", "0.20.2", _wraps(fp64_gumbel=False), frozenset(),
         {"rejection_sample_method": {"standard": None, "synthetic": "synthetic"},
          "draft_sample_method": {"greedy": None}},
+        cpu_runner_in_process=False,
     ),
     VllmRelease(
         "0.21.0", "0.21.0", _wraps(fp64_gumbel=False), frozenset(),
         {"rejection_sample_method": _STANDARD,
          "draft_sample_method": {"greedy": "greedy", "probabilistic": "gumbel"}},
+        cpu_runner_in_process=False,
     ),
     VllmRelease(
         "0.22.0", "0.22.1", _wraps(fp64_gumbel=False), frozenset({"use_fp64_gumbel"}),
         {"rejection_sample_method": _STANDARD,
          "draft_sample_method": {"greedy": "greedy", "probabilistic": "probabilistic"}},
+        cpu_runner_in_process=False,
     ),
     VllmRelease(
         "0.23.0", "0.24.0", _wraps(fp64_gumbel=True), frozenset({"use_fp64_gumbel"}),
@@ -187,13 +194,22 @@ class Support:
         return f"vLLM {self.version}: " + "; ".join(self.problems)
 
 
-def support(version: str) -> Support:
+def support(version: str, device: str = "cpu") -> Support:
     """The installed release's row, held to the release: every wrap point must resolve and
-    take exactly the parameters the row lists."""
+    take exactly the parameters the row lists, and on the CPU the runner must be one this
+    process holds."""
     row = row_for(version)
     if row is None:
         return Support(version, None)
+    if device == "cpu" and not row.cpu_runner_in_process:
+        return Support(version, row, (RUNNER_ELSEWHERE,))
     return Support(version, row, differences(row))
+
+
+RUNNER_ELSEWHERE = (
+    "on the CPU its model runner runs in a worker process (vllm/platforms/cpu.py turns the "
+    "uni executor into mp), out of reach of the wraps"
+)
 
 
 def differences(row: VllmRelease) -> tuple[str, ...]:
@@ -220,6 +236,7 @@ def differences(row: VllmRelease) -> tuple[str, ...]:
 
 __all__ = [
     "RELEASES",
+    "RUNNER_ELSEWHERE",
     "SHARED_VALUES",
     "Support",
     "VllmRelease",
