@@ -78,3 +78,29 @@ def test_a_server_that_exits_is_reported_with_the_end_of_its_log(tmp_path: Path)
     assert problem is not None
     assert problem.startswith("the server exited (3)")
     assert "no such model" in problem
+
+
+def test_what_ran_over_http_is_what_the_server_says_it_is() -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from specseed.releases.http import server_version
+
+    class Server(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b'{"version": "0.29.0"}' if self.path == "/version" else b"{}"
+            self.send_response(200 if self.path == "/version" else 404)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Server)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        assert server_version(url) == "0.29.0"
+        assert server_version(url + "/elsewhere") is None  # a 404: it does not say
+    finally:
+        server.shutdown()

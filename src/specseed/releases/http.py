@@ -12,6 +12,7 @@ Both servers listen on 127.0.0.1 on free ports, every wait is bounded, and both 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -125,6 +126,8 @@ class ReleaseServers:
     """The URL of the one without speculation (None: the audit does not speculate)."""
     seconds: float
     """From launching them until both answered."""
+    version: str | None = None
+    """The release the main server says it is (``GET /version``), when it says."""
 
 
 @contextlib.contextmanager
@@ -155,7 +158,19 @@ def release_servers(
         seconds = time.perf_counter() - launched
         if problem is not None:
             raise ServersFailed(problem, seconds)
-        yield ReleaseServers(servers[0].url, servers[1].url if plain_args else None, seconds)
+        plain = servers[1].url if plain_args else None
+        yield ReleaseServers(servers[0].url, plain, seconds, server_version(servers[0].url))
+
+
+def server_version(url: str) -> str | None:
+    """What ``GET /version`` of a vLLM server answers (None: it does not say)."""
+    try:
+        with urllib.request.urlopen(f"{url}/version", timeout=5.0) as reply:
+            data = json.loads(reply.read(4096))
+    except (OSError, ValueError):
+        return None
+    version = data.get("version") if isinstance(data, dict) else None
+    return str(version) if version is not None else None
 
 
 def http_config(config: Any, servers: ReleaseServers) -> dict[str, Any]:
@@ -184,5 +199,6 @@ __all__ = [
     "free_port",
     "http_config",
     "release_servers",
+    "server_version",
     "wait_healthy",
 ]

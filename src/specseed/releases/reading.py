@@ -54,7 +54,9 @@ def read_release(
     headers = list(bundle.headers.values())
     refused = sorted({h.not_served for h in headers if h.not_served})
     notes = sorted({h.observability.notes for h in headers if h.observability.notes})
-    engine = _engine_versions(bundle.environment, release)
+    # Over HTTP the bundle's environment is the auditing process's, not the release's (the
+    # caller checks the server's own word instead).
+    engine = _engine_versions(bundle.environment, release) if via == "in-process" else {}
     ran = engine.get(canonicalize_name(release.package))
     if ran is not None and ran != release.version:
         return replace(

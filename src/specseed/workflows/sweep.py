@@ -415,8 +415,18 @@ class Sweep(Workflow):
             return replace(base, reason=failed.reason, timings=Timings(start=failed.seconds))
         except (EngineError, SpecseedError) as exc:
             return replace(base, reason=exc.message)
+        # The bundle's environment is this process's; what ran is what the server says.
+        served = {"vllm (server)": servers.version} if servers.version else {}
+        if servers.version is not None and servers.version != release.version:
+            return replace(
+                base,
+                engine=served,
+                reason=f"the server says it is vLLM {servers.version}, not {release.version}",
+            )
         outcome = read_release(release, target, code, log, via="http")
-        return replace(outcome, timings=replace(outcome.timings, start=servers.seconds))
+        return replace(
+            outcome, engine=served, timings=replace(outcome.timings, start=servers.seconds)
+        )
 
     def _stop_child(self) -> None:
         child = self._child
