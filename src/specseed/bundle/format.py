@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import json
 import os
 import platform
@@ -1141,6 +1142,65 @@ def read_bundle(path: Path) -> Bundle:
         scenarios=tuple(scenarios),
         notes=tuple(notes),
     )
+
+
+@dataclass(frozen=True)
+class BundleSummary:
+    """What a bundle concluded, read without its model.yaml and scenario texts: a bundle
+    whose engine is not installed here (``specseed sweep`` reads each release's so)."""
+
+    root: Path
+    manifest: Manifest
+    environment: dict[str, str]
+    findings: dict[str, tuple[Finding, ...] | None]
+    """Each scenario's recorded findings (None: its checks never ran)."""
+    headers: dict[tuple[str, str], RunHeader]
+    """(scenario, run) -> the run's trace header, for the runs that have a trace."""
+
+    @property
+    def unfinished(self) -> tuple[str, ...]:
+        """Scenarios without findings or with a planned run that has no trace."""
+        return tuple(
+            entry.name
+            for entry in self.manifest.scenarios
+            if self.findings.get(entry.name) is None
+            or any((entry.name, run) not in self.headers for run in entry.runs)
+        )
+
+
+def read_summary(path: Path) -> BundleSummary:
+    """A bundle's manifest, environment, findings and run headers, under the limits of
+    :func:`read_bundle` (its model.yaml and scenario texts are not parsed); ``BundleError``
+    for a missing, foreign or damaged one."""
+    root = Path(path)
+    manifest = _read_manifest(root)
+    environment: dict[str, str] = {}
+    if _member_kind(root / ENVIRONMENT) == "file":
+        recorded = _read_json(root / ENVIRONMENT, "environment")
+        if not isinstance(recorded, dict):
+            raise BundleError(f"{root / ENVIRONMENT}: the environment is not a JSON object")
+        environment = {str(k): str(v) for k, v in recorded.items()}
+    findings: dict[str, tuple[Finding, ...] | None] = {}
+    headers: dict[tuple[str, str], RunHeader] = {}
+    for entry in manifest.scenarios:
+        folder = root / entry.name
+        for run in entry.runs:
+            trace_path = folder / f"{run}.jsonl"
+            if _member_kind(trace_path) == "file":
+                try:
+                    first = read_trace(itertools.islice(_trace_lines(trace_path, []), 1))
+                except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+                    why = printable(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                    raise BundleError(f"{trace_path}: not a readable trace ({why})") from None
+                headers[(entry.name, run)] = first.header
+        findings[entry.name] = None
+        if _member_kind(folder / FINDINGS_FILE) == "file":
+            data = _read_json(folder / FINDINGS_FILE, "findings file")
+            try:
+                findings[entry.name] = FindingsFile.model_validate(data).findings
+            except ValidationError as exc:
+                raise BundleError(f"{folder / FINDINGS_FILE}: malformed findings ({exc})") from None
+    return BundleSummary(root, manifest, environment, findings, headers)
 
 
 def recorded_scenarios(bundle: Bundle) -> Iterable[LoadedScenario]:

@@ -19,6 +19,7 @@ from specseed.cli.checkpoint import make_checkpoint
 from specseed.cli.doctor import doctor
 from specseed.cli.misc import checks, contracts, engines, formats, init, schema
 from specseed.cli.serve import SERVE_HELP, serve
+from specseed.cli.sweep import SWEEP_HELP, sweep
 from specseed.core.version import __version__
 
 
@@ -107,6 +108,7 @@ app.command("report")(bundle_reading.report)
 app.command("diff")(bundle_reading.diff)
 app.command("replay")(replay.replay)
 app.command("minimize", help=minimize.MINIMIZE_HELP)(minimize.minimize)
+app.command("sweep", help=SWEEP_HELP)(sweep)
 app.command("init")(init)
 app.command("serve", help=SERVE_HELP)(serve)
 app.add_typer(scenarios.app, name="scenarios")

@@ -53,6 +53,7 @@ from specseed.engine_adapters.base import (
 from specseed.engine_adapters.vllm.contracts import VLLM_GENERATORS
 from specseed.engine_adapters.vllm.info import ENGINE
 from specseed.engine_adapters.vllm.options import VllmOptions
+from specseed.engine_adapters.vllm.versions import Support, support
 from specseed.traces.records import (
     AppliedSampling,
     FinishReason,
@@ -154,6 +155,10 @@ class VllmEngine(EngineAdapter):
             )
         self.options: VllmOptions = options_of(settings, VllmOptions)
         self._vllm = import_vllm()
+        self.support: Support = support(
+            str(getattr(self._vllm, "__version__", "unknown")), settings.device
+        )
+        """The installed release's row of the adapter's table, held to the release."""
         import torch
 
         self._torch = torch
@@ -189,8 +194,9 @@ class VllmEngine(EngineAdapter):
             # The overlap scheduler is vLLM's async scheduling: step N+1 is scheduled before
             # step N's tokens are back. Always explicit: vLLM turns it on by default.
             "async_scheduling": settings.overlap_scheduler,
-            "use_fp64_gumbel": opts.use_fp64_gumbel,
         }
+        if opts.use_fp64_gumbel or self.support.has_keyword("use_fp64_gumbel"):
+            kwargs["use_fp64_gumbel"] = opts.use_fp64_gumbel
         if opts.kv_cache_memory_bytes is not None:
             kwargs["kv_cache_memory_bytes"] = opts.kv_cache_memory_bytes
         if settings.device == "cpu":
@@ -210,9 +216,15 @@ class VllmEngine(EngineAdapter):
         config: dict[str, Any] = {
             "method": opts.speculative_method,
             "num_speculative_tokens": settings.max_draft_len,
-            "draft_sample_method": opts.draft_sample_method,
-            "rejection_sample_method": opts.rejection_sample_method,
         }
+        values = self.support.values
+        for key in ("draft_sample_method", "rejection_sample_method"):
+            # Each release spells these its own way, or lacks the key (its behaviour is
+            # specseed's default then): see versions.py. A value the release cannot take is
+            # refused before the engine starts (refusal()).
+            mapped = values.get(key, {}).get(getattr(opts, key))
+            if mapped is not None:
+                config[key] = mapped
         if opts.speculative_method in ("eagle3", "eagle", "draft_model"):
             if settings.draft_checkpoint is None:
                 raise EngineError(
@@ -227,6 +239,23 @@ class VllmEngine(EngineAdapter):
             config["synthetic_acceptance_rates"] = list(opts.synthetic_acceptance_rates)
         config.update(opts.speculative_config)
         return config
+
+    def refusal(self, settings: EngineSettings) -> str | None:
+        """Why the installed release cannot run these settings (None: it can): an option
+        value it has no spelling for, or a keyword it lacks (versions.py)."""
+        opts = options_of(settings, VllmOptions)
+        version = self.support.version
+        problems = []
+        if settings.max_draft_len > 0:
+            for key in ("draft_sample_method", "rejection_sample_method"):
+                value = getattr(opts, key)
+                if value not in self.support.values.get(key, {}):
+                    problems.append(f"{key} {value!r}")
+        if opts.use_fp64_gumbel and not self.support.has_keyword("use_fp64_gumbel"):
+            problems.append("use_fp64_gumbel")
+        if not problems:
+            return None
+        return f"vLLM {version} cannot take {', '.join(problems)} (the release lacks it)"
 
     def _needs_fresh(self, plan: RunPlan, key: tuple[Any, ...]) -> bool:
         reuse = options_of(plan.settings, VllmOptions).reuse_engine
@@ -245,7 +274,7 @@ class VllmEngine(EngineAdapter):
         llm = self._start(kwargs)
         self.engine_start_seconds.append(time.perf_counter() - started)
         self.engine_starts += 1
-        if llm.llm_engine.vllm_config.use_v2_model_runner:
+        if getattr(llm.llm_engine.vllm_config, "use_v2_model_runner", False):
             raise EngineError(
                 "vLLM runs its V2 model runner, whose counter-based sampling specseed does not "
                 "observe",
@@ -304,11 +333,37 @@ class VllmEngine(EngineAdapter):
     # -- serving ------------------------------------------------------------------------
 
     def start_run(self, plan: RunPlan) -> RunStart:
+        refused = self.refusal(plan.settings)
+        if refused is not None:
+            return RunStart(fresh_engine=False, contract=VLLM_GENERATORS.name, not_served=refused)
+        if self.support.row is None:
+            # A release outside the table: settings it cannot start with are not a verdict.
+            try:
+                _llm, fresh = self._engine_for(plan)
+            except Exception as exc:
+                message = " ".join(str(exc).split())[:300]
+                return RunStart(
+                    fresh_engine=True,
+                    contract=VLLM_GENERATORS.name,
+                    not_served=f"{self.support.why_not_observed()}, and it could not start "
+                    f"with these settings: {type(exc).__name__}: {message}",
+                )
+            return RunStart(fresh_engine=fresh, contract=VLLM_GENERATORS.name)
         _llm, fresh = self._engine_for(plan)
         return RunStart(fresh_engine=fresh, contract=VLLM_GENERATORS.name)
 
+    def observing(self, plan: RunPlan) -> bool:
+        """Whether the run's draws are recorded: asked for, and the release is one whose
+        internals the adapter's table describes (versions.py)."""
+        return options_of(plan.settings, VllmOptions).observe_rng and self.support.observable
+
     def observes(self, plan: RunPlan) -> Observability:
-        observed = OBSERVED if options_of(plan.settings, VllmOptions).observe_rng else NOT_OBSERVED
+        if options_of(plan.settings, VllmOptions).observe_rng and not self.support.observable:
+            observed = dataclasses.replace(
+                NOT_OBSERVED, notes=f"{self.support.why_not_observed()}: tokens only"
+            )
+        else:
+            observed = OBSERVED if self.observing(plan) else NOT_OBSERVED
         if plan.settings.verification == "strict" and not _all_greedy(plan):
             # vLLM verifies greedy rows by exact token match (rejection_greedy_sample), which
             # is strict verification, but sampled rows only by rejection sampling: the run is
@@ -376,6 +431,12 @@ class VllmEngine(EngineAdapter):
             "model": str(self.settings.checkpoint),
             "draft": str(self.settings.draft_checkpoint),
             "multiprocessing": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", ""),
+            # How often and for how long vLLM started so far (each run's header has the count
+            # up to it): `specseed sweep` reports a release's start time from it.
+            "engine_starts": str(self.engine_starts),
+            "engine_start_seconds": f"{sum(self.engine_start_seconds):.3f}",
+            "vllm_table_row": self.support.row.span if self.support.row else "none",
+            "vllm_observed": "wraps" if self.support.observable else "tokens only",
         }
 
 
@@ -548,15 +609,18 @@ class _VllmRun:
         warmup = [self._new_request(p) for p in warmup_requests(self.plan)]
         prior = [self._new_request(p) for p in self.plan.prior_traffic]
         scenario = [self._new_request(p) for p in self.plan.requests]
-        runner = self.engine.model_runner()
+        observing = self.engine.observing(self.plan)
+        # The runner only where the wraps reach it (a release that moves it to a worker
+        # process is served tokens-only, and its engine has no runner here).
+        runner = self.engine.model_runner() if observing else None
         self.observer = RngObserver(
             device=self.engine._torch.device(self.plan.settings.device),
             request_of_row=lambda row: _row_request(runner, row),
             sampled_request=self._samples,
         )
-        self.observer.active = self.options.observe_rng
+        self.observer.active = observing
         wraps: AbstractContextManager[None] = (
-            self.observer.installed() if self.options.observe_rng else nullcontext()
+            self.observer.installed() if observing else nullcontext()
         )
         with wraps:
             for number in range(len(self.plan.warmup_batches)):
