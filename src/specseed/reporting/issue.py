@@ -24,6 +24,7 @@ from specseed.core.defects import DEFECT_IDS, get_defect
 from specseed.core.seeds import fmt_request_seed
 from specseed.core.wording import plural
 from specseed.engine_adapters.registry import recorded_packages
+from specseed.plan.scope import checked_nothing
 from specseed.reporting.causes import RootCause, root_causes
 
 ENVIRONMENT_ROWS = (
@@ -114,6 +115,15 @@ def _model_for(bundle: Bundle, scenario_file: str) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
+def _verdict(causes: Sequence[RootCause], unjudged: str | None, nothing: bool) -> str:
+    """The JSON verdict: what the audit's exit code says, in a word."""
+    if causes:
+        return "fail"
+    if unjudged:
+        return "unfinished"
+    return "nothing-checked" if nothing else "pass"
+
+
 def build_issue(bundle: Bundle, findings: Sequence[Finding] | None = None) -> IssueReport:
     """The issue of a bundle (its recorded findings unless ``findings`` are given)."""
     if findings is None:
@@ -128,6 +138,8 @@ def build_issue(bundle: Bundle, findings: Sequence[Finding] | None = None) -> Is
             f"specseed: unfinished audit of {engine.name} (contract {bundle.contract}), "
             f"{len(bundle.unfinished)} of {plural(len(bundle.scenarios), 'scenario')} not judged"
         )
+    elif lead is None and checked_nothing(findings):
+        title = f"specseed: nothing checked on {engine.name} (contract {bundle.contract})"
     elif lead is None:
         title = f"specseed: every invariant holds on {engine.name} (contract {bundle.contract})"
     else:
@@ -151,7 +163,7 @@ def build_issue(bundle: Bundle, findings: Sequence[Finding] | None = None) -> Is
     reproduce.append(f"specseed replay {bundle.root}   # the recording against this engine")
     return IssueReport(
         title=title,
-        verdict="fail" if causes else ("unfinished" if unjudged else "pass"),
+        verdict=_verdict(causes, unjudged, checked_nothing(findings)),
         causes=causes,
         lead=lead,
         environment=_environment(bundle),
@@ -358,6 +370,12 @@ def render_markdown(issue: IssueReport) -> str:
     if issue.lead is None and issue.unjudged:
         out.append(f"Engine: {issue.engine_line}.")
         out.append("")
+    elif issue.lead is None and issue.verdict == "nothing-checked":
+        out.append(
+            f"specseed checked nothing: every finding is skip (the engine exposed no evidence "
+            f"any check could use), so nothing below vouches for it. Engine: "
+            f"{issue.engine_line}."
+        )
     elif issue.lead is None:
         out.append(f"specseed found no violation: engine {issue.engine_line}.")
         out.append("")
