@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from specseed.checks.context import CheckContext
 from specseed.checks.findings import ATTRIBUTION_TEXT, Finding, Suspect, TokenDiff
 from specseed.checks.registry import comparison_check, comparison_checks
-from specseed.checks.suspects import divergence_suspects, merge
+from specseed.checks.suspects import divergence_suspects, merge, sampler_suspects
 from specseed.checks.token_suspects import TokenDivergence, token_suspects
 from specseed.checks.trace_evidence import stream_diff
 from specseed.core.contracts import RngContract
@@ -38,8 +38,7 @@ def _greedy(info: RequestInfo) -> bool:
 
 def _excused_by_row(diff: TokenDiff, contract: RngContract, check_id: str) -> bool:
     """True when the divergence is exactly what a row-subsequence contract allows."""
-    limitation = contract.limitation_for(check_id)
-    if limitation is None or limitation.defect != "row-subsequence":
+    if contract.limitation_for(check_id, "row-subsequence") is None:
         return False
     if diff.attribution != "rng-state" or diff.first_state_difference is None:
         return False
@@ -55,6 +54,19 @@ def _excused_by_row(diff: TokenDiff, contract: RngContract, check_id: str) -> bo
     )
     follows_rows = a.subsequence == a.kernel_row and b.subsequence == b.kernel_row
     return same_event and follows_rows and a.subsequence != b.subsequence
+
+
+def _excused_by_element0(
+    diff: TokenDiff, left: RunTrace, right: RunTrace, contract: RngContract, check_id: str
+) -> bool:
+    """True when a contract states that its kernels read element 0 of the seed tensor and
+    the divergence is exactly that: the same recorded state and logits on both sides, and
+    row 0 of the kernel call had another seed (the token came from that row's stream)."""
+    if contract.limitation_for(check_id, "row0-seed") is None:
+        return False
+    if diff.attribution != "sampler":
+        return False
+    return any(s.defect == "row0-seed" for s in sampler_suspects(diff, left, right))
 
 
 def _rows_moved(left: RunTrace, right: RunTrace, request: str) -> bool:
@@ -137,7 +149,9 @@ def _compare(
                 if limitation is not None and sampled and _rows_moved(base, other, request):
                     moved.append(request)
                 continue
-            if _excused_by_row(diff, contract, check_id):
+            if _excused_by_row(diff, contract, check_id) or _excused_by_element0(
+                diff, base, other, contract, check_id
+            ):
                 excused.append(diff)
                 continue
             diffs.append(diff)
@@ -167,18 +181,25 @@ def _compare(
         )
     elif limitation is not None and (excused or moved):
         affected = tuple(dict.fromkeys([d.request for d in excused] + moved))
-        what = (
-            f"{plural(len(excused), 'stream changes', 'streams change')} with the kernel row"
-            if excused
-            else "rows moved without changing tokens"
-        )
+        by_element0 = [d for d in excused if d.attribution == "sampler"]
+        stated = contract.limitation_for(check_id, "row0-seed" if by_element0 else None)
+        if by_element0:
+            what = (
+                f"{plural(len(by_element0), 'stream changes', 'streams change')} with the "
+                "seed at kernel row 0"
+            )
+            how = "reads element 0 of the seed tensor"
+        elif excused:
+            what = f"{plural(len(excused), 'stream changes', 'streams change')} with the kernel row"
+            how = "makes the subsequence the batch row"
+        else:
+            what, how = "rows moved without changing tokens", "makes the subsequence the batch row"
         yield Finding(
             status="known-limitation",
-            message=f"{what} ({', '.join(affected)}); {contract.name} makes the subsequence the "
-            "batch row",
+            message=f"{what} ({', '.join(affected)}); {contract.name} {how}",
             runs=runs,
             requests=affected,
-            limitation=limitation.reason,
+            limitation=(stated or limitation).quoted,
             diffs=tuple(excused),
         )
     else:

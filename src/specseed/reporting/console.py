@@ -510,7 +510,10 @@ def render_report(
     limitations = [f for f in result.findings if f.status == "known-limitation"]
     if limitations:
         console.print(
-            Text("Known limitations (stated by the contract, not violations):", style="bold yellow")
+            Text(
+                "Known limitations (stated by the engine's authors, not violations):",
+                style="bold yellow",
+            )
         )
         seen: set[tuple[str, str | None]] = set()
         for finding in limitations:
