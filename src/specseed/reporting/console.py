@@ -440,18 +440,23 @@ def render_root_causes(causes: Sequence[RootCause]) -> Group:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold red", no_wrap=True)
     grid.add_column()
+    # A cause that is a sentence (a server that stopped, a bug in specseed) reads whole on
+    # a line of its own, first; the defect names share the grid.
+    sentences: list[Text] = []
     for cause in causes:
         scenarios, requests, n = len(cause.scenarios), len(cause.requests), len(cause.findings)
-        grid.add_row(
-            cause.label,
-            Text.assemble(
-                f"{plural(n, 'failing finding')}, {plural(scenarios, 'scenario')}, "
-                f"{plural(requests, 'request')} ({', '.join(cause.checks)})\n",
-                (cause.why, "dim"),
-            ),
+        detail = Text.assemble(
+            f"{plural(n, 'failing finding')}, {plural(scenarios, 'scenario')}, "
+            f"{plural(requests, 'request')} ({', '.join(cause.checks)})\n",
+            (cause.why, "dim"),
         )
+        if cause.kind in ("server", "specseed-bug"):
+            sentences.append(Text(cause.label, style="bold red"))
+            sentences.append(Text.assemble("  ", detail))
+            continue
+        grid.add_row(cause.label, detail)
     title = Text(f"Root causes ({len(causes)}), by suspect defect:", style="bold")
-    return Group(title, grid)
+    return Group(title, *sentences, grid)
 
 
 def _option_defaults(engine: str) -> dict[str, object]:
