@@ -123,16 +123,28 @@ class RootCause:
     def checks(self) -> list[str]:
         return list(dict.fromkeys(f.check for f in self.findings))
 
-    @property
-    def why(self) -> str:
+    def evidence_for(self, defect: str) -> str | None:
+        """The first line of evidence a finding of this cause gives for ``defect``."""
         for finding in self.findings:
             for suspect in finding.suspects:
-                if suspect.defect == self.defect:
-                    text = suspect.why
-                    if self.separated_by:
-                        text += f" (to tell them apart: {', '.join(self.separated_by)})"
-                    return text
-        return self.lead.message
+                if suspect.defect == defect:
+                    return suspect.why
+        return None
+
+    @property
+    def why(self) -> str:
+        """The evidence for the cause; for "one of A or B", for each of them in turn (a
+        reader must not see only A's side of a case the evidence leaves open)."""
+        shown = [(d, self.evidence_for(d)) for d in self.defects]
+        found = [(d, text) for d, text in shown if text is not None]
+        if not found:
+            return self.lead.message
+        if len(self.defects) < 2:
+            return found[0][1]
+        text = "; ".join(f"{defect}: {evidence}" for defect, evidence in found)
+        if self.separated_by:
+            text += f" (to tell them apart: {', '.join(self.separated_by)})"
+        return text
 
     @property
     def lead(self) -> Finding:
@@ -184,6 +196,7 @@ class RootCause:
             "evidence": [ref(f) for f in self.findings if id(f) not in consequences],
             "consequences": [ref(f) for f in self.consequences],
             "why": self.why,
+            "evidence_by_defect": {d: self.evidence_for(d) for d in self.defects},
         }
 
 

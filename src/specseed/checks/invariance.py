@@ -139,6 +139,7 @@ def _compare(
     suspects: list[Suspect] = []
     groups: list[tuple[str, tuple[str, ...]]] = []
     held_seeded_change: set[str] = set()
+    held_behind_own_seed: set[str] = set()
     for other in traces[1:]:
         for request in requests:
             diff = stream_diff(base, other, request)
@@ -146,6 +147,8 @@ def _compare(
             if diff is None:
                 if rule is not None and _only_seeds_changed(base, other, requests):
                     held_seeded_change.add(request)
+                if rule is not None and _behind_its_own_seed(base, other, request):
+                    held_behind_own_seed.add(request)
                 if limitation is not None and sampled and _rows_moved(base, other, request):
                     moved.append(request)
                 continue
@@ -176,7 +179,9 @@ def _compare(
             diffs=tuple(diffs),
             # Only where every diff was seen in tokens alone (state evidence has no groups).
             suspect_groups=(
-                _groups(groups, held_seeded_change) if len(groups) == len(diffs) else ()
+                _groups(groups, held_seeded_change, held_behind_own_seed)
+                if len(groups) == len(diffs)
+                else ()
             ),
         )
     elif limitation is not None and (excused or moved):
@@ -230,17 +235,79 @@ def _only_seeds_changed(left: RunTrace, right: RunTrace, compared: Sequence[str]
     return bool(a) and bool(b) and a != b
 
 
+def _sampled_ahead(trace: RunTrace, request: str) -> list[RequestInfo]:
+    """The sampled scenario requests listed before ``request`` in a run: the rows ahead of
+    it in the batch its requests start in (over HTTP: sent before it)."""
+    ahead: list[RequestInfo] = []
+    for info in trace.header.requests:
+        if info.phase != "scenario":
+            continue
+        if info.request_id == request:
+            return ahead
+        if info.temperature > 0:
+            ahead.append(info)
+    return ahead
+
+
+def _behind_its_own_seed(base: RunTrace, other: RunTrace, request: str) -> bool:
+    """``request`` leads the sampled rows in ``base`` and sits behind sampled requests of its
+    own seed only in ``other``: a kernel reading row 0's seed gives it its own seed there, a
+    kernel using the row as the subsequence does not (the control that tells them apart)."""
+    seed = base.request(request).seed
+    ahead = _sampled_ahead(other, request)
+    return (
+        seed is not None
+        and not _sampled_ahead(base, request)
+        and bool(ahead)
+        and all(info.seed == seed for info in ahead)
+    )
+
+
 def _groups(
-    groups: list[tuple[str, tuple[str, ...]]], held: set[str]
+    groups: list[tuple[str, tuple[str, ...]]], held: set[str], held_behind_own_seed: set[str]
 ) -> tuple[tuple[str, ...], ...]:
     """Each token-only divergence's defects, less row0-seed for a request whose tokens held
-    while only seeded neighbours changed (a kernel reading another row's seed would not)."""
+    while only seeded neighbours changed (a kernel reading another row's seed would not),
+    and less row-subsequence for one whose tokens held behind requests of its own seed (a
+    kernel using the row as the subsequence would not)."""
     out = []
     for request, defects in groups:
-        kept = tuple(d for d in defects if not (d == "row0-seed" and request in held))
+        kept = tuple(
+            d
+            for d in defects
+            if not (d == "row0-seed" and request in held)
+            and not (d == "row-subsequence" and request in held_behind_own_seed)
+        )
         if kept:
             out.append(kept)
     return tuple(dict.fromkeys(out))
+
+
+def _batched_with_others(d: TokenDivergence) -> list[Suspect]:
+    """On a server that batches by timing (not restarted between runs), a seeded request
+    served beside other sampled requests may change with which of them shared its steps,
+    and in which rows, however identical the traffic sent: the defects that make a stream
+    follow its neighbours fit too. Tokens cannot tell them from an ignored seed."""
+    if d.left.header.fresh_engine and d.right.header.fresh_engine:
+        return []
+    if not (d.sampled_neighbours(d.left) or d.sampled_neighbours(d.right)):
+        return []
+    found = [
+        Suspect(
+            "row0-seed",
+            f"{d.what} differs at {d.where} and shared the server with other sampled "
+            "requests: its draws may follow the seed of whichever sat in row 0",
+        )
+    ]
+    if d.unseeded_neighbours(d.left) or d.unseeded_neighbours(d.right):
+        found.append(
+            Suspect(
+                "neighbor-unseeded",
+                f"{d.what} differs at {d.where} and shared the server with an unseeded "
+                "request: its seed may have been dropped for the engine's",
+            )
+        )
+    return found
 
 
 def _seed_not_deciding(d: TokenDivergence) -> list[Suspect]:
@@ -251,7 +318,8 @@ def _seed_not_deciding(d: TokenDivergence) -> list[Suspect]:
             "engine-counter",
             f"{d.what} differs at {d.where} between two identical runs: its seed does not "
             "decide its stream (the engine ignores it, or a proxy drops it)",
-        )
+        ),
+        *_batched_with_others(d),
     ]
 
 
@@ -282,7 +350,8 @@ def _stream_follows_uptime(d: TokenDivergence) -> list[Suspect]:
             "engine-counter",
             f"{d.what} differs at {d.where} after earlier traffic: the stream depends on how "
             "much the engine served before",
-        )
+        ),
+        *(_batched_with_others(d) if d.seeded else []),
     ]
 
 
@@ -341,9 +410,25 @@ def batch_invariance(ctx: CheckContext, expectation: Expectation) -> Iterator[Fi
 def _stream_follows_row(d: TokenDivergence) -> list[Suspect]:
     if not d.seeded:
         return []
-    return [
+    found = [
         Suspect("row-subsequence", f"{d.what} differs at {d.where} when only its batch row changed")
     ]
+    ahead = [
+        info
+        for trace in (d.left, d.right)
+        for info in _sampled_ahead(trace, d.diff.request)
+        if info.seed != d.request.seed
+    ]
+    if ahead:
+        # Behind a request of another seed, a kernel reading row 0's seed changes it too.
+        found.append(
+            Suspect(
+                "row0-seed",
+                f"{d.what} differs at {d.where} behind {ahead[0].request_id} (seed "
+                f"{ahead[0].seed}): its draws may follow row 0's seed",
+            )
+        )
+    return found
 
 
 @comparison_check(

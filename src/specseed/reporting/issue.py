@@ -405,14 +405,24 @@ def render_markdown(issue: IssueReport) -> str:
         out.append("### Suspects")
         out.append("")
         for cause in issue.causes:
-            summary = ""
-            if cause.defect in DEFECT_IDS:
-                summary = f" ({get_defect(cause.defect).summary})"
             affected = (
                 f"{plural(len(cause.findings), 'failing finding')}"
                 f" in {plural(len(cause.scenarios), 'scenario')},"
                 f" {plural(len(cause.requests), 'request')}"
             )
+            if len(cause.defects) > 1:
+                # "One of A or B": each of them described, with its own evidence.
+                out.append(f"- **{cause.label}**: {affected}; the evidence fits each:")
+                for defect in cause.defects:
+                    what = get_defect(defect).summary if defect in DEFECT_IDS else defect
+                    evidence = cause.evidence_for(defect) or cause.lead.message
+                    out.append(f"  - `{defect}` ({what}). Evidence: {evidence}")
+                if cause.separated_by:
+                    out.append(f"  - To tell them apart: {', '.join(cause.separated_by)}.")
+                continue
+            summary = ""
+            if cause.defect in DEFECT_IDS:
+                summary = f" ({get_defect(cause.defect).summary})"
             out.append(f"- **{cause.label}**{summary}: {affected}. Evidence: {cause.why}")
         out.append("")
         out.append("### Minimal reproduction" if issue.minimized else "### Scenario")
@@ -505,7 +515,12 @@ def issue_dict(issue: IssueReport) -> dict[str, Any]:
         "scenario": lead.scenario if lead else None,
         "causes": [
             {
+                "label": c.label,
+                "kind": c.kind,
                 "defect": c.defect,
+                "alternatives": list(c.alternatives),
+                "summaries": {d: get_defect(d).summary for d in c.defects if d in DEFECT_IDS},
+                "evidence_by_defect": {d: c.evidence_for(d) for d in c.defects},
                 "checks": c.checks,
                 "findings": len(c.findings),
                 "scenarios": c.scenarios,

@@ -169,6 +169,27 @@ def test_each_token_changing_defect_is_caught_through_http(
     assert [c["label"] for c in report["root_causes"]] == [defect], report["root_causes"]
 
 
+def test_root_causes_over_http_are_the_same_audit_after_audit(tmp_path: Path) -> None:
+    # row0-seed over HTTP once named engine-counter beside it (or instead of it), and which
+    # checks failed changed from audit to audit: the server's batches split and reordered
+    # with the load, and tokens-only rules named one class where the evidence fits several.
+    # The same traffic now makes the same batches, and where tokens cannot tell the classes
+    # apart the rules name each, and the library's control runs tell them apart.
+    scenarios = ["batch-composition", "reproducibility", "uptime", "batch-position"]
+    outcomes = []
+    with servers(tmp_path, {"options": {"defects": ["row0-seed"]}}) as (url, _):
+        model = _model_yaml(tmp_path, url, scenarios)
+        for _ in range(3):
+            code, report, output = _audit(model)
+            assert code == 1, output
+            failing = sorted(
+                (f["scenario"], f["check"]) for f in report["findings"] if f["status"] == "fail"
+            )
+            outcomes.append(([c["label"] for c in report["root_causes"]], failing))
+    assert outcomes[0][0] == ["row0-seed"], outcomes
+    assert outcomes == [outcomes[0]] * 3, outcomes
+
+
 def test_losslessness_without_a_k0_endpoint_is_skip_saying_how_to_add_one(
     tmp_path: Path,
 ) -> None:
@@ -330,9 +351,10 @@ def test_an_audit_sends_exactly_its_planned_requests(tmp_path: Path) -> None:
         elapsed = time.monotonic() - started
         served = httpx.get(f"{server.url}/health").json()["completions"]
     assert code == 0, output
-    # uptime: 3 runs x 3 requests, 5 + 3 prior requests; warmup: 2 runs x 2 requests and one
-    # warmup burst of max_num_requests + 4 = 12. The dialect came from /openapi.json: no probe.
-    assert served == 3 * 3 + 5 + 3 + 2 * 2 + 12
+    # uptime: 3 runs x 3 requests, 5 + 3 prior requests, then request a alone twice, after
+    # 5 prior requests the second time; warmup: 2 runs x 2 requests and one warmup burst of
+    # max_num_requests + 4 = 12. The dialect came from /openapi.json: no probe.
+    assert served == 3 * 3 + 5 + 3 + 2 + 5 + 2 * 2 + 12
     assert elapsed < 60
 
 
