@@ -32,10 +32,14 @@ def test_report_describes_both_defects_of_a_one_of_cause(bundle: Path) -> None:
     data = json.loads(invoke("report", str(bundle), "--no-minimize", "-f", "json").output)
     [cause] = data["causes"]
     assert cause["alternatives"] == ["neighbor-unseeded"]
-    assert set(cause["summaries"]) == set(cause["evidence_by_defect"]) == {
-        "engine-counter",
-        "neighbor-unseeded",
-    }
+    assert (
+        set(cause["summaries"])
+        == set(cause["evidence_by_defect"])
+        == {
+            "engine-counter",
+            "neighbor-unseeded",
+        }
+    )
     assert all(cause["evidence_by_defect"].values())
 
 

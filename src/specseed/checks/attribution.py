@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from specseed.checks.findings import ATTRIBUTION_TEXT, FAILING, Finding
+from specseed.checks.near_ties import NEAR_TIE, near_tie_text
 from specseed.checks.runs import NOT_SERVED, SERVER_DID_NOT_ANSWER
 from specseed.core.wording import plural
 from specseed.engine_adapters.openai.info import SERVER_FAILURES
@@ -76,6 +77,9 @@ class RootCause:
     server: str | None = None
     """For a cause that is the server's (it stopped serving, or failed runs it was sent):
     what it did and what was not judged because of it."""
+    numerics: bool = False
+    """Greedy divergences all at near-ties inside the stated numeric envelope
+    (``checks/near_ties.py``): the engine's rounding, not a defect class."""
     own_code: bool = False
     """A crash whose innermost frame is specseed's own code, not the engine's: a bug in
     specseed, said as such."""
@@ -86,6 +90,8 @@ class RootCause:
             return "server"
         if self.own_code:
             return "specseed-bug"
+        if self.numerics:
+            return "numerics"
         if self.crash is not None:
             return "crash"
         if self.defect is None:
@@ -100,6 +106,8 @@ class RootCause:
             return f"specseed bug: {self.crash} (please report it with the bundle)"
         if self.crash is not None:
             return f"crash: {self.crash}"
+        if self.numerics and self.evidence:
+            return self.evidence
         if self.defect is None:
             return f"{self.check}: {self.evidence}" if self.evidence else self.check
         if self.alternatives:
@@ -495,8 +503,19 @@ def root_causes(findings: Sequence[Finding]) -> list[RootCause]:
 
     # What the catalogue does not explain: named by its evidence, one cause per kind of it.
     unexplained: dict[tuple[str, str], list[Finding]] = {}
+    numerics: list[Finding] = []
     for finding in orphans:
-        unexplained.setdefault((finding.check, _evidence_of(finding)), []).append(finding)
+        text = _evidence_of(finding)
+        if text.startswith(NEAR_TIE):  # numerics the stated envelope allows: no defect
+            numerics.append(finding)
+            continue
+        unexplained.setdefault((finding.check, text), []).append(finding)
+    if numerics:
+        margins = [d.margin for f in numerics for d in f.diffs if d.margin is not None]
+        text = near_tie_text(margins)
+        causes.append(
+            RootCause(None, numerics[0].check, tuple(numerics), evidence=text, numerics=True)
+        )
     for (check, text), group in unexplained.items():
         causes.append(RootCause(None, check, tuple(group), evidence=text))
     return causes
@@ -526,6 +545,9 @@ def _trace(finding: Finding) -> str:
 
 def _evidence_of(finding: Finding) -> str:
     """What an unexplained finding saw, in words a maintainer can act on."""
+    margins = [d.margin for d in finding.diffs if d.margin is not None and d.margin.near_tie]
+    if margins and len(margins) == len(finding.diffs):
+        return near_tie_text(margins)
     for diff in sorted(finding.diffs, key=lambda d: d.position):
         text = ATTRIBUTION_TEXT.get(diff.attribution, diff.attribution)
         if diff.attribution == "sampler":

@@ -9,9 +9,11 @@ by comes from the expectation, as the runner stamps it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 
 from specseed.checks.context import CheckContext
-from specseed.checks.findings import ATTRIBUTION_TEXT, Finding, Suspect, TokenDiff
+from specseed.checks.findings import ATTRIBUTION_TEXT, Finding, Margin, Suspect, TokenDiff
+from specseed.checks.near_ties import measure
 from specseed.checks.registry import comparison_check, comparison_checks
 from specseed.checks.suspects import divergence_suspects, merge, sampler_suspects
 from specseed.checks.token_suspects import TokenDivergence, token_suspects
@@ -140,6 +142,7 @@ def _compare(
     groups: list[tuple[str, tuple[str, ...]]] = []
     held_seeded_change: set[str] = set()
     held_behind_own_seed: set[str] = set()
+    near_ties: list[Margin] = []
     for other in traces[1:]:
         for request in requests:
             diff = stream_diff(base, other, request)
@@ -157,7 +160,13 @@ def _compare(
             ):
                 excused.append(diff)
                 continue
+            margin = measure(diff, base, other)
+            if margin is not None:
+                diff = replace(diff, margin=margin)
             diffs.append(diff)
+            if margin is not None and margin.near_tie:
+                near_ties.append(margin)  # the numerics can flip it: no defect blamed
+                continue
             if diff.attribution == "tokens-only":
                 found = token_suspects(rule, diff, base, other, set(requests))
                 suspects.extend(found)
@@ -168,11 +177,16 @@ def _compare(
                 suspects.extend(extra_suspects(diff))
     if diffs:
         first = diffs[0]
+        how = ATTRIBUTION_TEXT[first.attribution]
+        if first.margin is not None:
+            how += f"; {first.margin.text()}"
+        if len(near_ties) == len(diffs):
+            how += " (every divergence is a near-tie: numerics, not a defect)"
         yield Finding(
             status="fail",
             message=f"{_streams(len(diffs))} with {varied}; "
             f"{first.request} first diverges at token {first.position} "
-            f"({first.left.run} vs {first.right.run}): {ATTRIBUTION_TEXT[first.attribution]}",
+            f"({first.left.run} vs {first.right.run}): {how}",
             runs=runs,
             requests=tuple(dict.fromkeys(d.request for d in diffs)),
             suspects=merge(suspects),
@@ -180,7 +194,7 @@ def _compare(
             # Only where every diff was seen in tokens alone (state evidence has no groups).
             suspect_groups=(
                 _groups(groups, held_seeded_change, held_behind_own_seed)
-                if len(groups) == len(diffs)
+                if len(groups) == len(diffs) - len(near_ties) and groups
                 else ()
             ),
         )
