@@ -211,24 +211,32 @@ def test_two_audits_on_one_trace_folder(tmp_path: Path) -> None:
     assert load_trace(traces / "distinct-seeds" / "together.jsonl").end.failure is None
 
 
-def test_signal_with_jobs_stops_the_workers_and_keeps_their_traces(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_signal_with_jobs_stops_the_workers_and_keeps_their_traces(
+    tmp_path: Path, sig: signal.Signals, code: int
+) -> None:
     traces, report = tmp_path / "traces", tmp_path / "r.json"
     proc = specseed(
         str(slow_model(tmp_path)), "--jobs", "2", "--trace-dir", str(traces),
         "--json", str(report),
     )  # fmt: skip
     wait_for_lines(traces / "slow" / "first.jsonl", 3, proc)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     rc, out, err = finish(proc)
-    assert rc == 143, err
+    assert rc == code, err
     assert "Traceback" not in out + err
-    assert "Interrupted by SIGTERM" in err
+    assert f"Interrupted by {sig.name}" in err
     data = json.loads(report.read_text())
-    assert data["interrupted"] == "SIGTERM" and "slow" in data["unfinished"]
-    # The worker ended the run it was serving before it stopped.
+    assert data["interrupted"] == sig.name and "slow" in data["unfinished"]
+    # The worker ended the run it was serving before it stopped, naming the audit's signal
+    # (the parent stops workers with SIGTERM whatever stopped it).
     interrupted = load_trace(traces / "slow" / "first.jsonl")
     assert interrupted.end.failure is not None
     assert interrupted.end.failure.exception == "Interrupted"
+    assert interrupted.end.failure.message == f"the audit was interrupted by {sig.name}"
+    skips = [f["message"] for f in data["findings"] if f["status"] == "skip"]
+    other = "SIGTERM" if sig == signal.SIGINT else "SIGINT"
+    assert not [m for m in skips if other in m], skips
     for path in traces.rglob("*.jsonl"):
         assert_whole_jsonl(path)
 

@@ -402,7 +402,7 @@ def unseeded_independence(ctx: CheckContext, trace: RunTrace) -> Iterator[Findin
             message=f"{trace.name}: {seen}; {contract.name} does not give unseeded requests "
             "streams of their own",
             runs=(trace.name,),
-            limitation=limitation.reason,
+            limitation=limitation.quoted,
             details=tuple(excused),
         )
         return

@@ -449,7 +449,7 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
             message=f"{trace.name}: {seen}; {contract.name} does not keep draw ranges disjoint",
             runs=(trace.name,),
             requests=tuple(sorted({r for r, _, _ in excused})),
-            limitation=limitation.reason,
+            limitation=limitation.quoted,
             details=describe(excused),
         )
     else:

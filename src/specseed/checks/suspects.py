@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from specseed.checks.findings import EventState, Suspect, TokenDiff
+from specseed.checks.findings import FAILING, EventState, Finding, Suspect, TokenDiff
 from specseed.core.contracts import DEFAULT_SAMPLING_SEED, RngContract
 from specseed.core.seeds import fmt_seed
 from specseed.traces.records import RequestInfo, RunTrace, SamplingEvent, StepRecord
@@ -361,11 +361,11 @@ def divergence_suspects(
                     offset_suspects(e, e.decoding_iter, contract, _max_draft_len(trace))
                 )
     if diff.attribution == "sampler":
-        suspects.extend(_sampler_suspects(diff, left, right))
+        suspects.extend(sampler_suspects(diff, left, right))
     return suspects
 
 
-def _sampler_suspects(diff: TokenDiff, left: RunTrace, right: RunTrace) -> list[Suspect]:
+def sampler_suspects(diff: TokenDiff, left: RunTrace, right: RunTrace) -> list[Suspect]:
     """Same recorded state and logits, different token: the kernel read another row's state."""
     found: list[Suspect] = []
     for side, trace in ((diff.left, left), (diff.right, right)):
@@ -398,3 +398,18 @@ def _step(trace: RunTrace, number: int) -> StepRecord | None:
 
 def _max_draft_len(trace: RunTrace) -> int:
     return trace.header.engine_config.max_draft_len
+
+
+def with_departures(finding: Finding, contract: RngContract) -> Finding:
+    """A failing finding whose suspects include a departure of the contract's layout (an
+    upstream bug it carries, not a limitation its authors stated): each such suspect says
+    so and names upstream's report or fix."""
+    if finding.status not in FAILING or not contract.departures:
+        return finding
+    suspects = []
+    for suspect in finding.suspects:
+        departure = contract.departure_for(suspect.defect)
+        if departure is not None and departure.upstream not in suspect.why:
+            suspect = Suspect(suspect.defect, f"{suspect.why} ({contract.name}: {departure.note})")
+        suspects.append(suspect)
+    return replace(finding, suspects=tuple(suspects))

@@ -14,7 +14,7 @@ from rich.markup import escape
 from specseed.cli.error_boundary import EXIT_OK, EXIT_VIOLATION, error_boundary
 from specseed.core.errors import InputError
 from specseed.core.secrets import SafeConsole
-from specseed.workflows.exit_codes import EXIT_OUTPUT, EXIT_SIGNAL
+from specseed.workflows.exit_codes import decide
 from specseed.workflows.outputs import check_output_paths, check_writable
 
 if TYPE_CHECKING:  # commands import their modules when they run
@@ -102,9 +102,10 @@ def check(
     The findings the bundle recorded decide nothing (a difference is said);
     a bundle whose traces contradict their place is refused.
 
-    Exit codes: 0 every invariant holds, 1 a violation, 2 not a readable
-    bundle, 5 the audit stopped before scenarios finished (no signal) or the
-    bundle lacks their traces, 130/143/129 the audit was interrupted by
+    Exit codes, as the audit's: 0 every invariant holds, 1 a violation, 2
+    not a readable bundle, 4 nothing checked (every finding is skip), 5 the
+    audit stopped before scenarios finished (no signal) or the bundle lacks
+    their traces, 130/143/129 the audit was interrupted by
     SIGINT/SIGTERM/SIGHUP (the manifest's signal): an unfinished bundle is
     never 0.
     """
@@ -150,16 +151,17 @@ def _say_checkpoints(loaded: Bundle, allowed: bool) -> None:
 
 
 def _check_code(result: AuditResult) -> int:
-    """``check``'s exit code: the signal the manifest names (130/143), then a violation (1),
-    then unfinished scenarios of a bundle stopped without a signal or lacking traces (5);
-    else 0 (docs/exit-codes.md)."""
-    if result.interrupted:
-        return EXIT_SIGNAL.get(result.interrupted, EXIT_SIGNAL["SIGINT"])
-    if result.verdict == "fail":
-        return EXIT_VIOLATION
-    if result.missing_evidence:
-        return EXIT_OUTPUT
-    return EXIT_OK
+    """``check``'s exit code, in the audit's order (``exit_codes.decide``): the signal the
+    manifest names (130/143), then a violation (1), then unfinished scenarios of a bundle
+    stopped without a signal or lacking traces (5), then nothing checked (4); else 0."""
+    from specseed.plan.scope import checked_nothing
+
+    return decide(
+        interrupted=result.interrupted,
+        violation=result.verdict == "fail",
+        incomplete=bool(result.missing_evidence),
+        checked_nothing=checked_nothing(result.findings),
+    )
 
 
 def report(

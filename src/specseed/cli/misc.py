@@ -126,8 +126,9 @@ def checks() -> None:
 
 
 def contracts() -> None:
-    """List every RNG contract: what it says, the upstream commits it models and the
-    upstream tests it was held to.
+    """List every RNG contract: what it says, the upstream commits it models, the
+    upstream tests it was held to, the limitations its authors stated (quoted, with
+    where) and the upstream bugs it carries, which fail like any other departure.
 
     Contracts from other packages appear through the `specseed.contracts` entry point group.
     """
@@ -146,8 +147,15 @@ def contracts() -> None:
             lines.append("held to: " + "; ".join(contract.held_to))
         if contract.subsequence_rule:
             lines.append("subsequence: " + contract.subsequence_rule)
-        limits = ", ".join(limitation.defect for limitation in contract.limitations)
-        lines.append("limitations: " + (limits or "none"))
+        if not contract.limitations:
+            lines.append("limitations: none")
+        for limitation in contract.limitations:  # only what upstream's authors stated
+            lines.append(
+                f"limitation {limitation.defect}: stated in {limitation.source}: "
+                f"\u201c{limitation.stated}\u201d"
+            )
+        for departure in contract.departures:  # failures, not excused
+            lines.append(f"not a limitation, fails: {departure.defect}: {departure.upstream}")
         for line in lines:
             out.print(Padding(Text(line), (0, 0, 0, 4)))
         out.print()

@@ -62,9 +62,10 @@ def serve(
             "--batch-window-ms",
             min=0.0,
             max=1000.0,
-            help="How long an idle engine waits for more requests before its first step.",
+            help="How long an idle engine keeps gathering requests before its first step: "
+            "until none has come for this long.",
         ),
-    ] = 20.0,
+    ] = 50.0,
 ) -> None:
     from specseed.engine_adapters.base import options_of
     from specseed.engine_adapters.reference.options import ReferenceOptions

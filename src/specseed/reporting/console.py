@@ -446,6 +446,9 @@ def render_root_causes(causes: Sequence[RootCause]) -> Group:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold red", no_wrap=True)
     grid.add_column()
+    # A cause that is a sentence (a server that stopped, a bug in specseed) reads whole on
+    # a line of its own, first; the defect names share the grid.
+    sentences: list[RenderableType] = []
     stacked: list[RenderableType] = []
     for cause in causes:
         scenarios, requests, n = len(cause.scenarios), len(cause.requests), len(cause.findings)
@@ -454,10 +457,16 @@ def render_root_causes(causes: Sequence[RootCause]) -> Group:
             f"{plural(requests, 'request')} ({', '.join(cause.checks)})\n",
             (cause.why, "dim"),
         )
+        if cause.kind in ("server", "specseed-bug"):
+            sentences.append(Words(Text(cause.label, style="bold red")))
+            sentences.append(Words(what, margin=2))
+            continue
         grid.add_row(cause.label, what)
         stacked += [Words(Text(cause.label, style="bold red"), indent=2), Words(what, margin=4)]
     title = Text(f"Root causes ({len(causes)}), by suspect defect:", style="bold")
-    return Group(title, Fitted(grid, Group(*stacked)))
+    if not stacked:
+        return Group(title, *sentences)
+    return Group(title, *sentences, Fitted(grid, Group(*stacked)))
 
 
 def _option_defaults(engine: str) -> dict[str, object]:
@@ -537,7 +546,10 @@ def render_report(
     limitations = [f for f in result.findings if f.status == "known-limitation"]
     if limitations:
         console.print(
-            Text("Known limitations (stated by the contract, not violations):", style="bold yellow")
+            Text(
+                "Known limitations (stated by the engine's authors, not violations):",
+                style="bold yellow",
+            )
         )
         seen: set[tuple[str, str | None]] = set()
         for finding in limitations:

@@ -24,6 +24,7 @@ from specseed.core.defects import DEFECT_IDS, get_defect
 from specseed.core.seeds import fmt_request_seed
 from specseed.core.wording import plural
 from specseed.engine_adapters.registry import recorded_packages
+from specseed.plan.scope import checked_nothing
 from specseed.reporting.causes import RootCause, root_causes
 
 ENVIRONMENT_ROWS = (
@@ -114,6 +115,15 @@ def _model_for(bundle: Bundle, scenario_file: str) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
+def _verdict(causes: Sequence[RootCause], unjudged: str | None, nothing: bool) -> str:
+    """The JSON verdict: what the audit's exit code says, in a word."""
+    if causes:
+        return "fail"
+    if unjudged:
+        return "unfinished"
+    return "nothing-checked" if nothing else "pass"
+
+
 def build_issue(bundle: Bundle, findings: Sequence[Finding] | None = None) -> IssueReport:
     """The issue of a bundle (its recorded findings unless ``findings`` are given)."""
     if findings is None:
@@ -128,6 +138,8 @@ def build_issue(bundle: Bundle, findings: Sequence[Finding] | None = None) -> Is
             f"specseed: unfinished audit of {engine.name} (contract {bundle.contract}), "
             f"{len(bundle.unfinished)} of {plural(len(bundle.scenarios), 'scenario')} not judged"
         )
+    elif lead is None and checked_nothing(findings):
+        title = f"specseed: nothing checked on {engine.name} (contract {bundle.contract})"
     elif lead is None:
         title = f"specseed: every invariant holds on {engine.name} (contract {bundle.contract})"
     else:
@@ -151,7 +163,7 @@ def build_issue(bundle: Bundle, findings: Sequence[Finding] | None = None) -> Is
     reproduce.append(f"specseed replay {bundle.root}   # the recording against this engine")
     return IssueReport(
         title=title,
-        verdict="fail" if causes else ("unfinished" if unjudged else "pass"),
+        verdict=_verdict(causes, unjudged, checked_nothing(findings)),
         causes=causes,
         lead=lead,
         environment=_environment(bundle),
@@ -360,6 +372,12 @@ def render_markdown(issue: IssueReport) -> str:
     if issue.lead is None and issue.unjudged:
         out.append(f"Engine: {issue.engine_line}.")
         out.append("")
+    elif issue.lead is None and issue.verdict == "nothing-checked":
+        out.append(
+            f"specseed checked nothing: every finding is skip (the engine exposed no evidence "
+            f"any check could use), so nothing below vouches for it. Engine: "
+            f"{issue.engine_line}."
+        )
     elif issue.lead is None:
         out.append(f"specseed found no violation: engine {issue.engine_line}.")
         out.append("")
@@ -389,14 +407,24 @@ def render_markdown(issue: IssueReport) -> str:
         out.append("### Suspects")
         out.append("")
         for cause in issue.causes:
-            summary = ""
-            if cause.defect in DEFECT_IDS:
-                summary = f" ({get_defect(cause.defect).summary})"
             affected = (
                 f"{plural(len(cause.findings), 'failing finding')}"
                 f" in {plural(len(cause.scenarios), 'scenario')},"
                 f" {plural(len(cause.requests), 'request')}"
             )
+            if len(cause.defects) > 1:
+                # "One of A or B": each of them described, with its own evidence.
+                out.append(f"- **{cause.label}**: {affected}; the evidence fits each:")
+                for defect in cause.defects:
+                    what = get_defect(defect).summary if defect in DEFECT_IDS else defect
+                    evidence = cause.evidence_for(defect) or cause.lead.message
+                    out.append(f"  - `{defect}` ({what}). Evidence: {evidence}")
+                if cause.separated_by:
+                    out.append(f"  - To tell them apart: {', '.join(cause.separated_by)}.")
+                continue
+            summary = ""
+            if cause.defect in DEFECT_IDS:
+                summary = f" ({get_defect(cause.defect).summary})"
             out.append(f"- **{cause.label}**{summary}: {affected}. Evidence: {cause.why}")
         out.append("")
         out.append("### Minimal reproduction" if issue.minimized else "### Scenario")
@@ -489,7 +517,12 @@ def issue_dict(issue: IssueReport) -> dict[str, Any]:
         "scenario": lead.scenario if lead else None,
         "causes": [
             {
+                "label": c.label,
+                "kind": c.kind,
                 "defect": c.defect,
+                "alternatives": list(c.alternatives),
+                "summaries": {d: get_defect(d).summary for d in c.defects if d in DEFECT_IDS},
+                "evidence_by_defect": {d: c.evidence_for(d) for d in c.defects},
                 "checks": c.checks,
                 "findings": len(c.findings),
                 "scenarios": c.scenarios,

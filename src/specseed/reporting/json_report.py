@@ -9,7 +9,8 @@ not be written, with why), and ``findings``: a list of objects with ``check``,
 ``scenario``, ``status``, ``suspects`` (list of {defect, why}), ``requests``, ``runs``,
 ``message``, ``limitation``, ``details``, ``diffs`` and ``offsets``; ``root_causes``: the
 audit's conclusion (``specseed.checks.attribution``), each with ``label``, ``kind`` (defect,
-ambiguous, crash, unexplained), ``defect``, ``alternatives``, ``separated_by``, ``crash``,
+ambiguous, crash, specseed-bug, server, unexplained), ``defect``, ``alternatives``,
+``separated_by``, ``crash``, ``server`` (what the server did and what was not judged),
 ``evidence`` and ``consequences`` (the findings it rests on and those following from it, by
 check, scenario and runs) and ``why``.
 """

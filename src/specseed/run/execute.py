@@ -23,6 +23,7 @@ from specseed.checks.registry import (
     comparison_checks,
     run_checks,
 )
+from specseed.checks.suspects import with_departures
 from specseed.core.errors import AuditInterrupted, EngineError, ScenarioError
 from specseed.engine_adapters.base import (
     EngineAdapter,
@@ -103,7 +104,8 @@ def evaluate(
     findings: list[Finding] = []
 
     def stamped(spec: CheckSpec, finding: Finding, runs: tuple[str, ...]) -> Finding:
-        return replace(finding, check=spec.id, scenario=scenario.name, runs=finding.runs or runs)
+        named = with_departures(finding, ctx.contract)  # upstream's report of what it names
+        return replace(named, check=spec.id, scenario=scenario.name, runs=finding.runs or runs)
 
     def guarded(
         spec: CheckSpec, runs: Sequence[RunTrace], produce: Callable[[], Iterable[Finding]]

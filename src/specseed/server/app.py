@@ -150,7 +150,9 @@ def create_app(
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
     served = {"completions": 0}
 
-    def authorize(
+    # async: FastAPI runs a plain def dependency on a thread pool, and the hop let requests
+    # sent in one order reach the engine in another (the batch's rows with them).
+    async def authorize(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> None:
         if api_key is None:

@@ -23,7 +23,7 @@ class ServeOptions:
     port: int = 8000
     model_name: str = "specseed-reference"
     api_key: str | None = None
-    batch_window_s: float = 0.02
+    batch_window_s: float = 0.05
     """How long an idle engine waits for more arrivals before its first step."""
 
 

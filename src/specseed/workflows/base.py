@@ -33,13 +33,7 @@ from specseed.run.results import (
     OutputFailed,
 )
 from specseed.workflows.engine_log import ENGINE_LOG
-from specseed.workflows.exit_codes import (
-    EXIT_NOTHING_CHECKED,
-    EXIT_OK,
-    EXIT_OUTPUT,
-    EXIT_SIGNAL,
-    EXIT_VIOLATION,
-)
+from specseed.workflows.exit_codes import EXIT_OK, decide
 from specseed.workflows.outputs import (
     AuditOutputs,
     StdoutConsole,
@@ -68,18 +62,15 @@ written (``cli.interrupts.InterruptGuard``)."""
 
 def exit_code(result: AuditResult, output_problems: int = 0) -> int:
     """Interrupted beats violation beats unwritten outputs or missing evidence (5) beats
-    nothing checked (4); otherwise 0 (docs/exit-codes.md)."""
-    if result.interrupted:
-        return EXIT_SIGNAL.get(result.interrupted, EXIT_SIGNAL["SIGINT"])
-    if result.verdict == "fail":
-        return EXIT_VIOLATION
-    if output_problems or result.missing_evidence:
-        return EXIT_OUTPUT
+    nothing checked (4); otherwise 0 (``exit_codes.decide``, docs/exit-codes.md)."""
     from specseed.plan.scope import checked_nothing
 
-    if checked_nothing(result.findings):
-        return EXIT_NOTHING_CHECKED
-    return EXIT_OK
+    return decide(
+        interrupted=result.interrupted,
+        violation=result.verdict == "fail",
+        incomplete=bool(output_problems or result.missing_evidence),
+        checked_nothing=checked_nothing(result.findings),
+    )
 
 
 class Workflow:

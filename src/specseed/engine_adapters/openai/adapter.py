@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NoReturn
 
 from specseed.core.errors import EngineError, InputError
@@ -40,7 +40,7 @@ from specseed.engine_adapters.openai.client import (
     TokenIdDialect,
     detect_dialect,
 )
-from specseed.engine_adapters.openai.info import ENGINE
+from specseed.engine_adapters.openai.info import ENGINE, STOPPED_ANSWERING
 from specseed.engine_adapters.openai.options import SERVER_SETTINGS, OpenAIOptions
 from specseed.engine_adapters.openai.traffic import Replay, RunFailure, TrafficShape, replay_plan
 from specseed.traces.records import TraceRecorder, child_id
@@ -222,9 +222,30 @@ class HttpAuditor:
                 shape=self.shape,
                 extra=self.extra,
             )
+            if replay.failure is not None:
+                replay.failure = await self._still_there(client, replay.failure)
         if replay.failure is not None and replay.failure.exception == "ServerUnavailable":
             self._gone = replay.failure.message
         return replay
+
+    async def _still_there(self, client: CompletionClient, failure: RunFailure) -> RunFailure:
+        """After a failed run, one quick look (no retries) whether the server still answers:
+        a server that died (an engine core that crashed on a batch takes ``vllm serve`` down
+        with it) is told apart from one that failed this run's requests and lives on."""
+        try:
+            await client.get_json("/v1/models", retries=0)
+        except ServerUnavailable as exc:
+            if "HTTP " in exc.message:  # it answered, with an error
+                return failure
+            note = f"; {STOPPED_ANSWERING} ({exc.message})"
+            error = failure.error
+            if error is not None:
+                error.message += note
+                error.args = (error.message,)
+            return replace(failure, message=failure.message + note, error=error)
+        except HttpEngineError:
+            return failure  # it answered
+        return failure
 
     def describe(self, resolved: ResolvedEndpoint | None, endpoint: Endpoint) -> dict[str, object]:
         """What a trace records about the endpoint of a run (never the API key)."""

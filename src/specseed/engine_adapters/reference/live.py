@@ -69,16 +69,22 @@ class _StepCounter(TraceRecorder):
         self.largest_batch = max(self.largest_batch, len(step.rows))
 
 
+GATHER_LIMIT = 20
+"""The most quiet windows one gathering may take (a client that never stops sending still
+gets its first step: 1 s at the default window)."""
+
+
 class LiveEngine:
     """One reference engine run kept open; requests join it as they arrive.
 
-    ``batch_window_s``: when the engine is idle and a request arrives, wait this long for
-    others before the first step, so that requests a client sends together start together
-    (a busy engine admits arrivals at its next step anyway).
+    ``batch_window_s``: when the engine is idle and a request arrives, keep accepting
+    others until none has come for this long before the first step, so that requests a
+    client sends together start together, in the order they came (a busy engine admits
+    arrivals at its next step anyway).
     """
 
     def __init__(
-        self, engine: ReferenceEngine, settings: EngineSettings, *, batch_window_s: float = 0.02
+        self, engine: ReferenceEngine, settings: EngineSettings, *, batch_window_s: float = 0.05
     ) -> None:
         self.engine = engine
         self.settings = settings
@@ -162,13 +168,15 @@ class LiveEngine:
         self._callbacks[id(request)] = submission.done
         self._waiting.append(request)
 
-    def _drain(self, wait_s: float) -> None:
-        """Accept everything queued, waiting up to ``wait_s`` for the first arrival."""
-        deadline = time.monotonic() + wait_s
+    def _drain(self, quiet_s: float) -> None:
+        """Accept everything queued; with ``quiet_s``, keep accepting until no request has
+        arrived for that long (at most ``GATHER_LIMIT`` windows in all), so that requests a
+        client sends together start together however slowly a loaded machine delivers them."""
+        limit = time.monotonic() + quiet_s * GATHER_LIMIT
         while True:
-            remaining = deadline - time.monotonic()
+            wait = min(quiet_s, limit - time.monotonic())
             try:
-                submission = self._inbox.get(timeout=remaining) if remaining > 0 else None
+                submission = self._inbox.get(timeout=wait) if wait > 0 else None
             except queue.Empty:
                 submission = None
             if submission is None:
