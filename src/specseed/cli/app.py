@@ -17,6 +17,7 @@ from specseed.cli import bundle_reading, minimize, replay, rng, scenarios
 from specseed.cli.audit import AUDIT_HELP, audit
 from specseed.cli.checkpoint import make_checkpoint
 from specseed.cli.doctor import doctor
+from specseed.cli.entry import tolerant_streams
 from specseed.cli.misc import checks, contracts, engines, formats, init, schema
 from specseed.cli.serve import SERVE_HELP, serve
 from specseed.core.version import __version__
@@ -74,6 +75,7 @@ def _root(
     ] = False,
 ) -> None:
     """Reproducibility auditor for speculative decoding in LLM inference engines."""
+    tolerant_streams()  # again: the app may run without the console script (a test runner)
 
 
 app.command("audit", help=AUDIT_HELP)(audit)

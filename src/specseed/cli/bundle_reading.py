@@ -166,7 +166,6 @@ def report(
     """
     from specseed.bundle.format import read_bundle
     from specseed.bundle.recheck import recheck
-    from specseed.core.text import printable
     from specseed.reporting.issue import build_issue, render_issue_json, render_markdown
     from specseed.workflows.minimize import minimize_for_report
 
@@ -192,9 +191,8 @@ def report(
         ):
             loaded = read_bundle(bundle)  # with the minimal scenario it stored
         issue = build_issue(loaded, findings)
-        # Bundle text in the body reaches a terminal or an issue: controls escaped (JSON
-        # escapes its own).
-        text = printable(render_markdown(issue)) if fmt == "markdown" else render_issue_json(issue)
+        # The body escapes every bundle field for Markdown (controls and bidi too).
+        text = render_markdown(issue) if fmt == "markdown" else render_issue_json(issue)
         _write_text(output, text)
 
 

@@ -11,7 +11,8 @@ not be written, with why), and ``findings``: a list of objects with ``check``,
 audit's conclusion (``specseed.checks.attribution``), each with ``label``, ``kind`` (defect,
 ambiguous, crash, unexplained), ``defect``, ``alternatives``, ``separated_by``, ``crash``,
 ``evidence`` and ``consequences`` (the findings it rests on and those following from it, by
-check, scenario and runs) and ``why``.
+check, scenario and runs) and ``why``. Strings hold no lone surrogate (``for_json``: each
+becomes U+FFFD), so the file is valid UTF-8 JSON whatever a server or bundle sent.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from specseed.checks.attribution import root_causes
 from specseed.checks.findings import STATUSES, Finding
+from specseed.core.text import for_json
 from specseed.core.version import __version__
 from specseed.reporting.base import DocumentReporter
 from specseed.run.results import AuditResult
@@ -64,7 +66,7 @@ def report_dict(result: AuditResult, exit_code: int) -> dict[str, Any]:
 
 
 def render_json(result: AuditResult, exit_code: int) -> str:
-    return json.dumps(report_dict(result, exit_code), indent=2) + "\n"
+    return json.dumps(for_json(report_dict(result, exit_code)), indent=2) + "\n"
 
 
 class JsonReporter(DocumentReporter):
