@@ -18,9 +18,11 @@ from specseed.cli.audit import AUDIT_HELP, audit
 from specseed.cli.checkpoint import make_checkpoint
 from specseed.cli.doctor import doctor
 from specseed.cli.entry import tolerant_streams
+from specseed.cli.error_boundary import stdout_lost
 from specseed.cli.misc import checks, contracts, engines, formats, init, schema
 from specseed.cli.serve import SERVE_HELP, serve
 from specseed.core.version import __version__
+from specseed.workflows.outputs import stdout_failed
 
 
 def _flags_show_no_placeholder() -> None:
@@ -137,7 +139,15 @@ frozen)."""
 def main() -> None:
     """Entry point of the ``specseed`` console script."""
     try:
-        app()
+        try:
+            app()
+        except OSError as exc:  # a command outside the error boundary printed to a full stdout
+            if not stdout_failed(exc):
+                raise
+            try:
+                stdout_lost(exc)
+            except typer.Exit as done:
+                sys.exit(done.exit_code)
     finally:
         # The interpreter's last garbage collections would walk every object torch's import
         # made (about 0.35 s of a 2-core VM's exit, after the last line is printed); frozen,

@@ -3,7 +3,6 @@ which run an engine, are ``cli/replay.py`` and ``cli/minimize.py``)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -12,10 +11,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from specseed.cli.error_boundary import EXIT_OK, EXIT_VIOLATION, error_boundary
-from specseed.core.errors import InputError
+from specseed.core.errors import InputError, OutputError
 from specseed.core.secrets import SafeConsole
 from specseed.workflows.exit_codes import EXIT_OUTPUT, EXIT_SIGNAL
-from specseed.workflows.outputs import check_writable
+from specseed.workflows.outputs import check_writable, flush_terminal, write_stdout
 
 if TYPE_CHECKING:  # commands import their modules when they run
     from specseed.checks.findings import Finding
@@ -38,9 +37,7 @@ def _notes(notes: tuple[str, ...], console: Console) -> None:
 
 def _write_text(path: Path | None, text: str) -> None:
     if path is None or str(path) == "-":
-        from specseed.core.secrets import scrub_text
-
-        sys.stdout.write(scrub_text(text, by_name=False))  # the file writer scrubs the same
+        write_stdout(text, "output")  # OutputError (exit 5) when stdout cannot take it
         return
     from specseed.core.files import write_output
 
@@ -108,9 +105,18 @@ def check(
         if loaded.unjudged:  # unfinished is never a pass: said first
             console.print(f"[bold yellow]NOT JUDGED[/]: {escape(loaded.unjudged)}")
         _notes(loaded.notes, console)
-        render_report(result, console, exit_code, summary=summary, command="check")
-        if json_path is not None:
-            _write_text(json_path, render_json(result, exit_code))
+        unwritten: OutputError | None = None
+        if json_path is not None:  # the file before the terminal: a full stdout loses no file
+            try:
+                _write_text(json_path, render_json(result, exit_code))
+            except OutputError as exc:  # the report is still printed, then exit 5
+                unwritten = exc
+        exit_code = flush_terminal(
+            lambda: render_report(result, console, exit_code, summary=summary, command="check"),
+            exit_code,
+        )
+        if unwritten is not None:
+            raise unwritten
     raise typer.Exit(exit_code)
 
 

@@ -101,7 +101,11 @@ def schema(
         "trace": trace_json_schema(),
         "bundle": bundle_json_schema(),
     }[kind]
-    typer.echo(json.dumps(chosen, indent=2))
+    from specseed.cli.error_boundary import error_boundary
+    from specseed.workflows.outputs import write_stdout
+
+    with error_boundary():  # a stdout that cannot take it: exit 5, no traceback
+        write_stdout(json.dumps(chosen, indent=2) + "\n", "schema")
 
 
 def checks() -> None:

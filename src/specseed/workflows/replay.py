@@ -234,7 +234,7 @@ class Replay(Workflow):
                 out.print()
                 out.print(replay_summary(result, code))
 
-            self.flush_terminal(render)
+            code = self.flush_terminal(render, code)
         self.emit(AuditFinished(audit, code, self.outputs.bundle))
         if unwritten is not None:
             raise unwritten
