@@ -20,6 +20,17 @@ class InputError(SpecseedError):
     """Bad input from the user: a value, a file, a flag. Exit code 2."""
 
 
+class ArgumentTypeError(InputError, TypeError):
+    """A library call's argument of the wrong type (``audit(scenarios="uptime")``, ``on_event=5``):
+    a ``TypeError`` naming the argument, checked before anything runs, and an ``InputError``
+    as any bad input is."""
+
+
+class ArgumentValueError(InputError, ValueError):
+    """A library call's argument of the right type and a wrong value (an empty path): a
+    ``ValueError`` naming the argument, and an ``InputError``."""
+
+
 class ScenarioError(InputError):
     """A model.yaml or scenario file that does not validate. Exit code 2.
 
