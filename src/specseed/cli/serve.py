@@ -85,6 +85,9 @@ def serve(
                     f"--api-key-env {api_key_env}: that environment variable is not set",
                     hint=f"export {api_key_env}=... first, or leave out --api-key-env",
                 )
+            from specseed.engine_adapters.openai.options import check_api_key
+
+            check_api_key(api_key, f"${api_key_env} (--api-key-env)")
         if not is_loopback(host) and api_key is None:
             err.print(
                 f"[yellow]warning:[/] listening on {host} with no API key: anyone who can "
