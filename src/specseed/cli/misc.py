@@ -110,7 +110,7 @@ def schema(
 
 def checks() -> None:
     """List every check: its stable id, what it means and the defects it targets."""
-    from specseed.checks import CHECKS
+    from specseed.checks import CHECKS, PLUGIN_PROBLEMS
 
     # One block per check, not a four-column table: at 80 columns the table cut ids and
     # defect names ("draw-ranges-disjoi…"); a block wraps only the prose.
@@ -124,6 +124,8 @@ def checks() -> None:
         "[dim]needs: the evidence a check reads; where an engine does not expose it, the "
         "check is reported as skip with the reason.[/]"
     )
+    for problem in PLUGIN_PROBLEMS:
+        out.print(Text(f"unusable: {problem}", style="yellow"))
 
 
 def contracts() -> None:

@@ -6,6 +6,9 @@ the one error boundary); library code raises them and never exits.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class SpecseedError(Exception):
     """Base class of every error specseed raises on purpose."""
@@ -70,6 +73,27 @@ class TraceWriteError(OutputError):
 
 class TraceDirBusy(InputError):
     """Another audit holds the ``--trace-dir`` (its lock file). Exit code 2, nothing run."""
+
+
+class PluginError(EngineError):
+    """Another package's code (a check, an engine, a format registered by entry point)
+    raised what would have ended specseed (``SystemExit(0)`` at import): contained as an
+    ordinary error, so it is recorded and reported like any broken plugin."""
+
+
+@contextmanager
+def plugin_code(what: str) -> Iterator[None]:
+    """Run another package's code (``what`` names it): any ``BaseException`` but a
+    ``KeyboardInterrupt`` that is not an ``Exception`` (``SystemExit``, ``GeneratorExit``, a
+    ``BaseExceptionGroup``) becomes a :class:`PluginError`, which every ``except Exception``
+    that guards a plugin then records. Left alone, a plugin's ``sys.exit(0)`` would end
+    specseed with exit 0, whatever the audit found."""
+    try:
+        yield
+    except (Exception, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        raise PluginError(f"{what} raised {type(exc).__name__}({exc})") from None
 
 
 class AuditInterrupted(KeyboardInterrupt):

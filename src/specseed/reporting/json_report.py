@@ -11,7 +11,8 @@ not be written, with why), and ``findings``: a list of objects with ``check``,
 audit's conclusion (``specseed.checks.attribution``), each with ``label``, ``kind`` (defect,
 ambiguous, crash, unexplained), ``defect``, ``alternatives``, ``separated_by``, ``crash``,
 ``evidence`` and ``consequences`` (the findings it rests on and those following from it, by
-check, scenario and runs) and ``why``. Strings hold no lone surrogate (``for_json``: each
+check, scenario and runs) and ``why``; ``plugin_problems``: check plugins that could not be
+loaded (their checks did not run), one line each. Strings hold no lone surrogate (``for_json``: each
 becomes U+FFFD), so the file is valid UTF-8 JSON whatever a server or bundle sent.
 """
 
@@ -22,6 +23,7 @@ from collections import Counter
 from dataclasses import asdict
 from typing import Any
 
+from specseed.checks import PLUGIN_PROBLEMS
 from specseed.checks.attribution import root_causes
 from specseed.checks.findings import STATUSES, Finding
 from specseed.core.text import for_json
@@ -62,6 +64,7 @@ def report_dict(result: AuditResult, exit_code: int) -> dict[str, Any]:
         "missing_evidence": result.missing_evidence,
         "findings": [finding_dict(f) for f in result.findings],
         "root_causes": [c.to_json() for c in root_causes(result.findings)],
+        "plugin_problems": list(PLUGIN_PROBLEMS),
     }
 
 
