@@ -112,7 +112,7 @@ def test_diff_shows_bidi_and_zero_width_names_as_escapes() -> None:
 def test_a_console_on_a_narrow_encoding_prints_without_error(
     encoding: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from specseed.cli.entry import tolerant_streams
+    from specseed.cli.app import tolerant_streams
 
     buffer = io.BytesIO()
     stream = io.TextIOWrapper(buffer, encoding=encoding, errors="strict", write_through=True)

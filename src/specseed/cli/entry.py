@@ -15,7 +15,6 @@ which decides again once its options are parsed (``cli/audit.py``), as it always
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from collections.abc import Sequence
 
@@ -60,22 +59,8 @@ def starts_workers(args: Sequence[str]) -> bool:
     return (matrix or not narrowed) and jobs.strip() != "1"
 
 
-def tolerant_streams() -> None:
-    """stdout and stderr write what their encoding cannot hold as backslash escapes
-    (``PYTHONIOENCODING=ascii``, a latin-1 terminal, a lone surrogate from a server) instead
-    of stopping the command with ``UnicodeEncodeError``. A closed stream (None) is left
-    alone: whoever writes to it handles that."""
-    for stream in (sys.stdout, sys.stderr):
-        reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is None:
-            continue
-        with contextlib.suppress(ValueError, OSError):  # closed, or cannot change
-            reconfigure(errors="backslashreplace")
-
-
 def main() -> None:
     """Entry point of the ``specseed`` console script and ``python -m specseed``."""
-    tolerant_streams()
     if starts_workers(sys.argv[1:]):
         from specseed.run.forkserver import start_early
 
