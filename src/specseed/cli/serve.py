@@ -34,7 +34,8 @@ is answered 503, past --max-queued waiting completions a request is answered
 its request; a completion whose client hung up is dropped; on SIGTERM or
 Ctrl+C every request in flight gets its completion or a 503 before the exit.
 
-Exit codes: 0 stopped, 2 bad input, 3 the engine could not load.
+Exit codes: 2 bad input, 3 the engine could not load, 130/143 stopped by
+Ctrl+C/SIGTERM.
 """
 
 
