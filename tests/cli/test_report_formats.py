@@ -98,7 +98,7 @@ def test_an_unknown_format_is_refused_with_the_known_ones() -> None:
     result = audit("--report", "jsno=out.json")
     assert result.exit_code == 2
     assert "--report jsno=out.json: unknown output format 'jsno'" in result.output
-    assert "Did you mean 'json'? Known formats: json, junit" in result.output
+    assert "Did you mean 'json'? Known formats: json, junit, html" in result.output
     assert "Nothing was run." in result.output
 
 

@@ -127,7 +127,7 @@ class Report:
         by default the terminal's (``COLUMNS``, else the terminal, else 80)."""
         import shutil
 
-        from rich.console import Console
+        from specseed.core.secrets import SafeConsole
 
         if width is None:
             width = shutil.get_terminal_size((80, 24)).columns
@@ -137,7 +137,8 @@ class Report:
         if self.result is None:
             return "nothing ran\n"
         buffer = io.StringIO()
-        console = Console(
+        # The terminal's console: secrets scrubbed, no padding at the lines' ends.
+        console = SafeConsole(
             file=buffer, width=width, force_terminal=color, no_color=not color, highlight=False
         )
         render_report(self.result, console, self.exit_code, summary=summary)
@@ -213,8 +214,7 @@ def _narrow(config: AuditConfig, checks: Sequence[str]) -> AuditConfig:
         raise InputError(
             f"unknown check {', '.join(unknown)}", hint=f"known: {', '.join(sorted(CHECKS))}"
         )
-    skip = sorted({*config.checks.skip, *(c for c in CHECKS if c not in checks)})
-    return config.model_copy(update={"checks": config.checks.model_copy(update={"skip": skip})})
+    return config.model_copy(update={"checks": config.checks.only(checks, CHECKS)})
 
 
 def _kind(value: object) -> str:

@@ -14,6 +14,7 @@ from specseed.checks import invariance  # noqa: F401
 from specseed.checks import distribution  # noqa: F401
 from specseed.checks import baseline  # noqa: F401
 from specseed.checks import sampler_params  # noqa: F401
+from specseed.checks import knobs  # noqa: F401
 
 # isort: on
 from specseed.checks.registry import (

@@ -39,8 +39,7 @@ def runs_complete(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         # Stopped by the user, not by the engine: unfinished, never an engine failure.
         yield Finding(
             status="skip",
-            message=f"{trace.name} unfinished: interrupted at step {failure.step} "
-            f"({failure.phase}): {failure.message}",
+            message=f"{trace.name} unfinished: interrupted {failure.where}: {failure.message}",
             runs=(trace.name,),
         )
         return
@@ -56,10 +55,7 @@ def runs_complete(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         )
     yield Finding(
         status="fail",
-        message=(
-            f"{trace.name} crashed at step {failure.step} ({failure.phase}, batch of "
-            f"{failure.batch_size}): {failure.exception}: {failure.message}"
-        ),
+        message=(f"{trace.name} crashed {failure.where}: {failure.exception}: {failure.message}"),
         runs=(trace.name,),
         suspects=tuple(suspects),
         # The traceback names the crash's site (attribution reads its innermost frame).

@@ -87,6 +87,28 @@ def _info(trace: RunTrace, request_id: str) -> RequestInfo | None:
         return None
 
 
+def children_suspect(trace: RunTrace, request_id: str, seed: int) -> Suspect | None:
+    """A child of ``n`` (``<request>#i``) that sampled under its parent's seed instead of its
+    own (seed + i): the children share one stream."""
+    try:
+        info = trace.request(request_id)
+    except KeyError:
+        return None
+    if info.parent is None:
+        return None
+    try:
+        parent = trace.request(info.parent)
+    except KeyError:
+        return None
+    if parent.seed is None or info.seed is None or seed != parent.seed or info.seed == seed:
+        return None
+    return Suspect(
+        "children-shared-stream",
+        f"{request_id}, a child of {info.parent} (n {parent.n}), sampled with seed "
+        f"{fmt_seed(seed)}, its parent's, not its own {fmt_seed(info.seed)}",
+    )
+
+
 def seed_suspects(
     trace: RunTrace,
     step: StepRecord,
@@ -96,6 +118,9 @@ def seed_suspects(
     contract: RngContract,
 ) -> list[Suspect]:
     """Why a request's event carries a seed other than the contract's."""
+    family = children_suspect(trace, request_id, event.seed)
+    if family is not None:
+        return [family]
     suspects: list[Suspect] = []
     # An engine-wide counter gives every row of a call one seed at offset 0, so it fits any
     # wrong seed read at offset 0; the other rules name what else fits, and attribution

@@ -61,6 +61,31 @@ def _flags_show_no_placeholder() -> None:
 
 _flags_show_no_placeholder()
 
+
+def _help_writes_as_specseed_does() -> None:
+    """Typer's help goes out through ``SafeConsole``'s writing, as every other output: to a
+    pipe or a file its lines carry no padding at their ends (Rich pads the help's panels out
+    to the width). Typer builds its help console in one private function; where a typer
+    release lacks it, the padding stays (cosmetic)."""
+    from typer import rich_utils
+
+    from specseed.core.secrets import SafeConsole
+
+    built = getattr(rich_utils, "_get_rich_console", None)
+    if built is None or getattr(built, "_specseed", False):
+        return
+
+    def console(stderr: bool = False) -> Any:
+        made = built(stderr=stderr)
+        made.__class__ = SafeConsole  # Typer's settings (theme, width), SafeConsole's output
+        return made
+
+    console._specseed = True  # type: ignore[attr-defined]
+    rich_utils._get_rich_console = console
+
+
+_help_writes_as_specseed_does()
+
 app = typer.Typer(
     name="specseed",
     help="Reproducibility auditor for speculative decoding in LLM inference engines.",

@@ -75,6 +75,9 @@ def schema(
         Literal["all", "model", "scenario", "trace", "bundle"],
         typer.Option(
             "--kind",
+            # A metavar of the five choices is wider than the help's option column at 80
+            # columns, where Rich split it mid-word ("bun" / "dle>"): the help lists them.
+            metavar="KIND",
             help="Which schema: model (model.yaml), scenario, trace (a JSONL trace line), "
             "bundle (a bundle's files), or all.",
         ),

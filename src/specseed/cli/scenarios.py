@@ -50,6 +50,12 @@ def list_scenarios() -> None:
                 "\n".join(scenario.covers) or "-",
             )
         out.print(table)
+        named_only = [s.name for s in scenarios if not s.default_audit]
+        if named_only:
+            out.print(
+                f"[dim]Long, so not in the default audit (they run when named): "
+                f"{', '.join(named_only)}.[/]"
+            )
         out.print("[dim]specseed scenarios show NAME prints a scenario in full.[/]")
 
 

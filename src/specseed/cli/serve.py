@@ -23,7 +23,7 @@ Concurrent requests share engine steps.
 
   specseed serve
   specseed serve model.yaml --port 8000
-  SPECSEED_KEY=secret specseed serve --api-key-env SPECSEED_KEY
+  SPECSEED_KEY=$(cat key.txt) specseed serve --api-key-env SPECSEED_KEY
 
 Listens on loopback unless --host says otherwise. --port 0 takes a free port;
 the first line printed is the URL.

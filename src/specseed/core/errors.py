@@ -6,8 +6,24 @@ the one error boundary); library code raises them and never exits.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+_PLACE = re.compile(r"(.+?):(\d+): ")
+
+
+def by_place(problems: list[str]) -> list[str]:
+    """Problems in the order a reader meets them: by file (in the order the files first
+    come), then by line; a problem without a line stays after its file's lines."""
+    files: dict[str, int] = {}
+    keys = []
+    for n, problem in enumerate(problems):
+        match = _PLACE.match(problem)
+        name = match.group(1) if match else problem.split(":", 1)[0]
+        order = files.setdefault(name, len(files))
+        keys.append((order, int(match.group(2)) if match else float("inf"), n))
+    return [problems[k[2]] for k in sorted(keys)]
 
 
 class SpecseedError(Exception):
@@ -42,7 +58,7 @@ class ScenarioError(InputError):
 
     def __init__(self, message: str, problems: list[str] | None = None, *, hint: str | None = None):
         super().__init__(message, hint=hint)
-        self.problems = list(problems or [])
+        self.problems = by_place(problems or [])
 
     def __str__(self) -> str:
         """The message and every problem, one bullet each, as the CLI renders them: a

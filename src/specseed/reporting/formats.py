@@ -6,7 +6,8 @@ so that listing formats and parsing ``--report`` import nothing heavy. The attri
 a :class:`~specseed.reporting.base.DocumentReporter` subclass (built with the sink its text
 goes to; it sees every audit event) or a plain function ``render(result, exit_code) -> str``.
 
-The built-in formats are ``json`` and ``junit`` (``--json`` and ``--junit`` are their aliases).
+The built-in formats are ``json``, ``junit`` (``--json`` and ``--junit`` are their aliases)
+and ``html`` (``reporting.html``: a page with figures, also written into every bundle).
 Other packages add formats with an entry point in the ``specseed.formats`` group whose object
 is an :class:`OutputFormat` of the same name::
 
@@ -160,6 +161,15 @@ BUILTIN_FORMATS: tuple[OutputFormat, ...] = (
         ".xml",
         "specseed.reporting.junit:JunitReporter",
         title="JUnit report",
+    ),
+    OutputFormat(
+        "html",
+        "one self-contained page with figures: verdict, root causes, the evidence drawn "
+        "(every bundle holds one)",
+        ".html",
+        "specseed.reporting.html:render",
+        title="HTML report",
+        states_exit_code=True,
     ),
 )
 """The built-in formats (``--json`` and ``--junit`` write them too)."""

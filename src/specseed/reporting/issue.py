@@ -370,7 +370,9 @@ def render_markdown(issue: IssueReport) -> str:
     out: list[str] = [f"## {md(issue.title)}", ""]
     if issue.notes:
         out.append("> [!WARNING]")
-        out.append("> The bundle was cut short; this report covers what was recorded:")
+        out.append(
+            "> The bundle is incomplete or holds files not used; this report covers the rest:"
+        )
         out += [f"> - {md(note)}" for note in issue.notes]
         out.append("")
     if issue.unjudged:

@@ -266,9 +266,12 @@ def _init_worker(
     events: Any,
 ) -> None:
     parent.apply()
-    # Ctrl-C reaches the whole process group: the parent decides, and stops workers with
-    # SIGTERM, which ends the current run's trace with an Interrupted failure.
+    # Ctrl-C and a terminal's hangup reach the whole process group: the parent decides, and
+    # stops workers with SIGTERM, which ends the current run's trace with an Interrupted
+    # failure (a worker killed by SIGHUP would read as an engine crash).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _raise_interrupt)
     # One torch thread per worker: N workers x the default thread count would spin OpenMP
     # threads against each other (the bits do not depend on the thread count; numerics.py).

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -35,6 +35,7 @@ from specseed.engine_adapters.reference.live import LiveEngine, LiveResult
 from specseed.server.protocol import (
     MAX_BODY_BYTES,
     CompletionChoice,
+    CompletionLogprobs,
     CompletionRequest,
     CompletionResponse,
     ModelCard,
@@ -49,6 +50,35 @@ RETRY_AFTER_S = 1
 """What a 429 (queue full) or a 503 (shutting down) tells the client to wait, in seconds."""
 
 _bearer = HTTPBearer(auto_error=False)
+
+
+LOGPROB_FLOOR = -9999.0
+"""What a log-probability of -inf is written as (JSON has no infinity; vLLM writes this)."""
+
+
+def _logprobs(result: LiveResult, as_ids: bool) -> CompletionLogprobs | None:
+    """A choice's log-probabilities in the OpenAI completions form; tokens named by their
+    text, or ``token_id:<id>`` (vLLM's ``return_tokens_as_token_ids``)."""
+    if result.logprobs is None:
+        return None
+
+    def name(token: int) -> str:
+        return f"token_id:{token}" if as_ids else decode_text([token])
+
+    def finite(value: float) -> float:
+        return value if value > LOGPROB_FLOOR else LOGPROB_FLOOR
+
+    tokens = list(result.output_ids)
+    offsets, offset = [], 0
+    for token in tokens:
+        offsets.append(offset)
+        offset += len(decode_text([token]))
+    return CompletionLogprobs(
+        tokens=[name(t) for t in tokens],
+        token_logprobs=[finite(x.logprob) for x in result.logprobs],
+        top_logprobs=[{name(t): finite(v) for t, v in x.top} for x in result.logprobs],
+        text_offset=offsets,
+    )
 
 
 def _settle(future: asyncio.Future[LiveResult], result: LiveResult) -> None:
@@ -109,6 +139,15 @@ class _BodyTooLarge(HTTPException):
 
 async def _no_body() -> Message:
     return {"type": "http.request", "body": b"", "more_body": False}
+
+
+def _deliverer(
+    loop: asyncio.AbstractEventLoop, future: asyncio.Future[LiveResult]
+) -> Callable[[LiveResult], None]:
+    def deliver(result: LiveResult) -> None:  # runs on the engine thread
+        loop.call_soon_threadsafe(_settle, future, result)
+
+    return deliver
 
 
 async def _hung_up(request: Request) -> None:
@@ -246,6 +285,7 @@ def create_app(
             top_k=0 if body.top_k >= vocab else max(body.top_k, 0),
             top_p=body.top_p,
             max_tokens=body.max_tokens,
+            **body.knobs(),
         )
         if max_in_flight is not None and served["in_flight"] >= max_in_flight:
             served["refused_busy"] += 1
@@ -256,51 +296,61 @@ def create_app(
                 "rate_limit_error",
             )
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[LiveResult] = loop.create_future()
-
-        def deliver(result: LiveResult) -> None:  # runs on the engine thread
-            loop.call_soon_threadsafe(_settle, future, result)
-
-        served["in_flight"] += 1
+        # Each child of n is a request of its own, on a stream of its own (seed + i).
+        children = live.children_of(plan)
+        futures: list[asyncio.Future[LiveResult]] = [loop.create_future() for _ in children]
+        served["in_flight"] += len(children)
         watcher = asyncio.ensure_future(_hung_up(request))
+        answered = asyncio.gather(*futures)
         try:
-            live.submit(plan, deliver)
-            racing: set[asyncio.Future[Any]] = {future, watcher}
+            for child, future in zip(children, futures, strict=True):
+                live.submit(child, _deliverer(loop, future))
+            racing: set[asyncio.Future[Any]] = {answered, watcher}
             await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             # Cancelled from outside (a forced shutdown): drop the work, answer what we can.
-            live.cancel(plan.request_id)
+            for child in children:
+                live.cancel(child.request_id)
             return _busy("the server is shutting down", 503, "server_error")
         finally:
-            served["in_flight"] -= 1
+            served["in_flight"] -= len(children)
             watcher.cancel()
-        if not future.done():  # the client hung up first: nobody reads the answer
-            live.cancel(plan.request_id)
+        if not answered.done():  # the client hung up first: nobody reads the answer
+            answered.cancel()
+            for child in children:
+                live.cancel(child.request_id)
             return Response(status_code=499)
-        result = future.result()
-        if result.unavailable:
-            return _busy(f"{result.error}; retry after {RETRY_AFTER_S} s", 503, "server_error")
+        results = list(answered.result())
+        gone = next((r for r in results if r.unavailable), None)
+        if gone is not None:
+            return _busy(f"{gone.error}; retry after {RETRY_AFTER_S} s", 503, "server_error")
         served["completions"] += 1
-        if result.error is not None:
-            raise HTTPException(
-                500, f"the engine failed while serving this request: {result.error}"
-            )
-        tokens = list(result.output_ids)
+        failed = next((r.error for r in results if r.error is not None), None)
+        if failed is not None:
+            raise HTTPException(500, f"the engine failed while serving this request: {failed}")
         with_ids = body.return_token_ids or not body.detokenize
-        choice = CompletionChoice(
-            text=decode_text(tokens),
-            token_ids=tokens if with_ids else None,
-            prompt_token_ids=list(result.prompt_ids) if body.return_token_ids else None,
-        )
+        choices = [
+            CompletionChoice(
+                index=index,
+                text=decode_text(list(result.output_ids)),
+                token_ids=list(result.output_ids) if with_ids else None,
+                prompt_token_ids=list(result.prompt_ids) if body.return_token_ids else None,
+                finish_reason=result.finish_reason or "length",
+                logprobs=_logprobs(result, body.return_tokens_as_token_ids),
+            )
+            for index, result in enumerate(results)
+        ]
+        prompt_ids = results[0].prompt_ids
+        generated = sum(len(r.output_ids) for r in results)
         return CompletionResponse(
             id=f"cmpl-{plan.request_id}",
             created=int(time.time()),
             model=model_name,
-            choices=[choice],
+            choices=choices,
             usage=Usage(
-                prompt_tokens=len(result.prompt_ids),
-                completion_tokens=len(tokens),
-                total_tokens=len(result.prompt_ids) + len(tokens),
+                prompt_tokens=len(prompt_ids),
+                completion_tokens=generated,
+                total_tokens=len(prompt_ids) + generated,
             ),
         )
 

@@ -2,7 +2,8 @@
 
 0 every invariant holds, 1 a violation, 2 bad input, 3 the engine could not run, 4 nothing was
 checked (every finding is skip), 5 the audit ran but an output (report or trace file) could
-not be written, 130/143 interrupted by SIGINT/SIGTERM (the shell's codes for those signals).
+not be written, 130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP (the shell's codes for those
+signals).
 """
 
 from __future__ import annotations
@@ -15,5 +16,5 @@ EXIT_NOTHING_CHECKED = 4
 """Every finding is ``skip``: the engine exposed no evidence any check could use."""
 EXIT_OUTPUT = 5
 """The audit ran, but a report or trace file could not be written."""
-EXIT_SIGNAL = {"SIGINT": 130, "SIGTERM": 143}
+EXIT_SIGNAL = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}
 """An interrupted audit exits with the shell's code for the signal that stopped it."""

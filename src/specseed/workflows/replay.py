@@ -145,6 +145,11 @@ class Replay(Workflow):
         self.show_all = show_all
         self.adapter = adapter
 
+    def inputs(self) -> tuple[Path, ...]:
+        """The bundle replayed (a folder: nothing may be written into it) and ``--model``."""
+        model = self.model if isinstance(self.model, Path) else None
+        return (self.path, *((model,) if model is not None else ()))
+
     def _say(self, text: str) -> None:
         consoles = self.consoles()
         if consoles is not None:
@@ -165,16 +170,19 @@ class Replay(Workflow):
         consoles = self.consoles()
         if consoles is not None:
             for note in loaded.notes:
-                consoles[0].print(f"[yellow]bundle cut short:[/] {_escape(note)}")
+                consoles[0].print(f"[yellow]bundle:[/] {_escape(note)}")
         if self.model is None:
             engine_consent(loaded, self.engine_from_bundle, "replay", self._say)
         scenarios = [(s, [r.name for r in s.scenario.runs]) for s in recorded_scenarios(loaded)]
-        with self.bundle(loaded.config, scenarios, loaded.root) as writer:
-            engine = self._resolved_model()
-            config, base_dir = _engine_of(loaded, engine)
-            guard = self.guard(interrupts)
-            with guard:
+        engine = self._resolved_model()
+        config, base_dir = _engine_of(loaded, engine)
+        # The replay's bundle records the engine that served it, as its traces do.
+        guard = self.guard(interrupts)
+        with guard:
+            guard.defer()  # held while the bundle is created (audit.py says why)
+            with self.bundle(config, scenarios, base_dir) as writer:
                 try:
+                    guard.resume()
                     with self.session(
                         base_settings(config, base_dir), adapter=self.adapter, guard=guard
                     ) as session:
@@ -192,7 +200,8 @@ class Replay(Workflow):
                     code = EXIT_SIGNAL[name]
                     names = tuple(s.name for s in loaded.scenarios)
                     self.emit(AuditInterruptedEvent(name, 0, names, reported=False))
-                    self.emit(AuditFinished(None, code, self.outputs.bundle))
+                    self.bundle_interrupted(config, name, names, code)
+                    self.emit(AuditFinished(None, code, self.outputs.bundle, self.temporary_log()))
                     return ReplayOutcome(None, code)
                 guard.defer()
                 code = self._finish(result, guard.received)
@@ -235,7 +244,7 @@ class Replay(Workflow):
                 out.print(replay_summary(result, code))
 
             code = self.flush_terminal(render, code)
-        self.emit(AuditFinished(audit, code, self.outputs.bundle))
+        self.emit(AuditFinished(audit, code, self.outputs.bundle, self.temporary_log()))
         if unwritten is not None:
             raise unwritten
         return code

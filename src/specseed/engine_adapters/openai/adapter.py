@@ -25,6 +25,7 @@ from specseed.core.version import __version__
 from specseed.engine_adapters.base import (
     EngineAdapter,
     EngineSettings,
+    KnobRefused,
     RunPlan,
     RunStart,
     options_of,
@@ -42,7 +43,7 @@ from specseed.engine_adapters.openai.client import (
 from specseed.engine_adapters.openai.info import ENGINE
 from specseed.engine_adapters.openai.options import SERVER_SETTINGS, OpenAIOptions, check_api_key
 from specseed.engine_adapters.openai.traffic import Replay, RunFailure, TrafficShape, replay_plan
-from specseed.traces.records import TraceRecorder
+from specseed.traces.records import TraceRecorder, child_id
 
 
 @dataclass(frozen=True)
@@ -310,8 +311,42 @@ class OpenAIEngine(EngineAdapter):
             _raise(prepared, recorder)
         replay = self.auditor.replay(plan, prepared)
         if replay.failure is not None:
+            refused = _refusal(plan, replay.failure)
+            if refused is not None:
+                raise KnobRefused(refused)
             _raise(replay.failure, recorder)
-        return replay.outputs
+        return _record_choices(plan, replay, recorder)
+
+
+def _refusal(plan: RunPlan, failure: RunFailure) -> str | None:
+    """The server's words, where it refused (400/422) a scenario request that sets knobs: an
+    engine that says it cannot take a knob is honest, and the run is a skip, not a failure."""
+    error = failure.error
+    if failure.phase != "scenario" or not isinstance(error, RequestRejected):
+        return None
+    if error.status not in (400, 422):
+        return None
+    knobs = sorted({k for r in plan.requests for k in r.knobs()})
+    if not knobs:
+        return None
+    return f"the run sends {', '.join(knobs)}; {error.message}"
+
+
+def _record_choices(
+    plan: RunPlan, replay: Replay, recorder: TraceRecorder
+) -> dict[str, tuple[int, ...]]:
+    """Each scenario request's tokens, its children's (``n``), and the finish reasons and
+    log-probabilities the server reported, into the trace."""
+    outputs = dict(replay.outputs)
+    for request in plan.requests:
+        completion = replay.completions.get(request.request_id)
+        if completion is None:
+            continue
+        for index, choice in enumerate(completion.choices):
+            rid = child_id(request.request_id, index)
+            outputs[rid] = choice.token_ids
+            recorder.finish(rid, choice.finish_reason, choice.logprobs)
+    return outputs
 
 
 def _raise(failure: RunFailure, recorder: TraceRecorder) -> NoReturn:

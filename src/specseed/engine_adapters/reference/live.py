@@ -35,7 +35,7 @@ from specseed.engine_adapters.reference.adapter import (
     _Request,
 )
 from specseed.engine_adapters.reference.lockstep import serve_alone
-from specseed.traces.records import StepRecord, TraceRecorder
+from specseed.traces.records import FinishReason, StepRecord, TokenLogprob, TraceRecorder
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,9 @@ class LiveResult:
     """``ExceptionType: message`` when an engine step raised while the request was in it."""
     unavailable: bool = False
     """Not served: the server is shutting down (``error`` says so); the client may retry."""
+    finish_reason: FinishReason | None = None
+    logprobs: tuple[TokenLogprob, ...] | None = None
+    """Per emitted token, where the request asked ``logprobs``."""
 
 
 Callback = Callable[[LiveResult], None]
@@ -133,6 +136,10 @@ class LiveEngine:
 
     def new_request_id(self) -> str:
         return f"http-{next(self._ids)}"
+
+    def children_of(self, plan: RequestPlan) -> tuple[RequestPlan, ...]:
+        """A request as the engine serves it: its ``n`` children (each submitted alone)."""
+        return self._run.children_of(plan)
 
     @property
     def capacity(self) -> int:
@@ -237,7 +244,15 @@ class LiveEngine:
         for request in self._batcher.active:
             done = self._callbacks.pop(id(request), None) if request.done else None
             if done is not None:
-                done(LiveResult(request.prompt_ids, tuple(request.output)))
+                asked = request.plan.logprobs is not None
+                done(
+                    LiveResult(
+                        request.prompt_ids,
+                        tuple(request.output),
+                        finish_reason=request.finish,
+                        logprobs=tuple(request.logprobs) if asked else None,
+                    )
+                )
 
     def _drop_gone(self) -> None:
         """Drop the requests whose clients hung up: a queued one leaves the queue, a running

@@ -43,6 +43,7 @@ from specseed.core.version import __version__
 from specseed.engine_adapters.base import (
     EngineAdapter,
     EngineSettings,
+    KnobRefused,
     RequestPlan,
     RunPlan,
     RunStart,
@@ -54,11 +55,13 @@ from specseed.engine_adapters.vllm.info import ENGINE
 from specseed.engine_adapters.vllm.options import VllmOptions
 from specseed.traces.records import (
     AppliedSampling,
+    FinishReason,
     Observability,
     Phase,
     RowRecord,
     SamplingEvent,
     StepRecord,
+    TokenLogprob,
     TraceRecorder,
 )
 
@@ -110,6 +113,29 @@ class _Request:
     emitted: int = 0
     decoding_iter: int = 0
     done: bool = False
+    finish: FinishReason | None = None
+    logprobs: tuple[TokenLogprob, ...] | None = None
+    children: tuple[_Request, ...] = ()
+    """For a request with ``n`` > 1: its children as vLLM serves them (``<i>_<engine id>``),
+    child 0 first; the request itself is then only the parent whose output ends them all."""
+    stops: frozenset[int] = frozenset()
+    """The tokens that end it where vLLM samples them (read from its scheduler)."""
+    stopped: bool = False
+    """A stop or end-of-sequence token ended it (rows after it emit nothing)."""
+
+    def finished(self, outputs: Sequence[Any]) -> None:
+        """Take vLLM's final outputs: one per child (``CompletionOutput.index``)."""
+        family = self.children or (self,)
+        for output in outputs:
+            index = int(getattr(output, "index", 0))
+            if 0 <= index < len(family):
+                member = family[index]
+                member.output = list(output.token_ids)
+                member.finish = finish_reason(output)
+                if member.plan.logprobs is not None:
+                    member.logprobs = completion_logprobs(output, member.plan.logprobs)
+                member.done = True
+        self.done = True
 
 
 class VllmEngine(EngineAdapter):
@@ -411,21 +437,90 @@ def _bound(dispatcher: Any, name: str, override: type) -> bool:
     return isinstance(getattr(host, attr, None), override)
 
 
+KNOB_PARAMS = {
+    "min_p": "min_p",
+    "presence_penalty": "presence_penalty",
+    "frequency_penalty": "frequency_penalty",
+    "repetition_penalty": "repetition_penalty",
+    "ignore_eos": "ignore_eos",
+    "logprobs": "logprobs",
+    "n": "n",
+}
+"""Knobs whose ``SamplingParams`` field has the scenario's name and type (the rest are
+converted in ``sampling_params``)."""
+
+
 def sampling_params(plan: RequestPlan) -> Any:
-    """vLLM's ``SamplingParams`` for a planned request (token ids only, every token asked for)."""
+    """vLLM's ``SamplingParams`` for a planned request: token ids only, temperature, top-k,
+    top-p, seed and max_tokens always, every other knob only where the request sets it (an
+    unset one keeps vLLM's default)."""
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
+    knobs = plan.knobs()
+    extra: dict[str, Any] = {KNOB_PARAMS[k]: v for k, v in knobs.items() if k in KNOB_PARAMS}
+    if "logit_bias" in knobs:
+        extra["logit_bias"] = dict(knobs["logit_bias"])
+    if "stop_token_ids" in knobs:
+        extra["stop_token_ids"] = list(knobs["stop_token_ids"])
+    if "stop" in knobs:
+        extra["stop"] = list(knobs["stop"])
     return SamplingParams(
         temperature=plan.temperature,
         top_k=plan.top_k if plan.top_k > 0 else 0,
         top_p=plan.top_p,
         seed=plan.seed,
         max_tokens=plan.max_tokens,
-        ignore_eos=True,
-        detokenize=False,
+        # Stop strings are matched on the detokenized text: only they need it.
+        detokenize="stop" in knobs,
         output_kind=RequestOutputKind.FINAL_ONLY,
+        **extra,
     )
+
+
+def refusal(exc: BaseException, plan: RequestPlan) -> str | None:
+    """vLLM's own words when ``add_request`` refused a knob this request sets (a
+    ``VLLMValidationError`` naming one, such as 0.32.0's "The min_p and logit_bias sampling
+    parameters are not yet supported with speculative decoding."); None for anything else."""
+    if type(exc).__name__ != "VLLMValidationError":
+        return None
+    text = str(exc)
+    named = getattr(exc, "parameter", None)
+    if named in plan.knobs() or any(k in text for k in plan.knobs()):
+        return text
+    return None
+
+
+def completion_logprobs(output: Any, top_n: int) -> tuple[TokenLogprob, ...] | None:
+    """A ``CompletionOutput``'s log-probabilities as the trace records them: per emitted
+    token the chosen token's and the ``top_n`` most probable (vLLM's rank 1 first)."""
+    entries = getattr(output, "logprobs", None)
+    if entries is None:
+        return None
+    reported: list[TokenLogprob] = []
+    for token, position in zip(output.token_ids, entries, strict=False):
+        by_token = dict(position.items()) if hasattr(position, "items") else {}
+        chosen = by_token.get(token)
+        if chosen is None:
+            return None
+        ranked = sorted(
+            ((t, lp) for t, lp in by_token.items() if lp.rank is not None and lp.rank <= top_n),
+            key=lambda item: item[1].rank,
+        )
+        reported.append(
+            TokenLogprob(
+                logprob=float(chosen.logprob),
+                top=tuple((int(t), float(lp.logprob)) for t, lp in ranked),
+            )
+        )
+    return tuple(reported)
+
+
+def finish_reason(output: Any) -> FinishReason | None:
+    """``stop`` or ``length`` as vLLM reported them (anything else, such as ``abort``, is
+    not a finish the trace can name)."""
+    reason = getattr(output, "finish_reason", None)
+    return reason if reason in ("stop", "length") else None
 
 
 def _all_greedy(plan: RunPlan) -> bool:
@@ -473,7 +568,10 @@ class _VllmRun:
                 self._serve(llm, prior, "prior")
             self.phase = "scenario"
             self._serve(llm, scenario, "scenario")
-        return {r.plan.request_id: tuple(r.output) for r in scenario}
+        served = [child for r in scenario for child in (r.children or (r,))]
+        for request in served:
+            self.recorder.finish(request.plan.request_id, request.finish, request.logprobs)
+        return {r.plan.request_id: tuple(r.output) for r in served}
 
     def _lookup(self, request_id: str) -> _Request | None:
         """The request behind a vLLM request id. vLLM 0.32.0 makes internal ids unique by
@@ -482,7 +580,7 @@ class _VllmRun:
         found = self.requests.get(request_id)
         if found is None and "-" in request_id:
             found = self.requests.get(request_id.rsplit("-", 1)[0])
-        return found
+        return found if found is None or not found.children else None
 
     def _samples(self, request_id: str) -> bool:
         request = self._lookup(request_id)
@@ -490,8 +588,23 @@ class _VllmRun:
 
     def _new_request(self, plan: RequestPlan) -> _Request:
         ids = self.engine.encode(plan.prompt)
-        request = _Request(plan=plan, engine_id=self.prefix + plan.request_id, prompt_ids=ids)
-        self.requests[request.engine_id] = request
+        engine_id = self.prefix + plan.request_id
+        family = plan.children()
+        # vLLM fans a request with n > 1 out into children "<i>_<its internal id>"
+        # (vllm/v1/engine/parallel_sampling.py, ParentRequest.get_child_info), each with
+        # seed + i where the request is seeded: the rows name the children.
+        children = (
+            tuple(
+                _Request(plan=child, engine_id=f"{i}_{engine_id}", prompt_ids=ids)
+                for i, child in enumerate(family)
+            )
+            if len(family) > 1
+            else ()
+        )
+        request = _Request(plan=plan, engine_id=engine_id, prompt_ids=ids, children=children)
+        self.requests[engine_id] = request
+        for child in children:
+            self.requests[child.engine_id] = child
         return request
 
     def _serve(self, llm: Any, requests: Sequence[_Request], phase: Phase) -> None:
@@ -503,11 +616,18 @@ class _VllmRun:
         while pending or any(not r.done for r in requests):
             while pending and pending[0].plan.arrival_step <= local_step:
                 request = pending.pop(0)
-                engine.add_request(
-                    request.engine_id,
-                    TokensPrompt(prompt_token_ids=list(request.prompt_ids)),
-                    sampling_params(request.plan),
-                )
+                try:
+                    engine.add_request(
+                        request.engine_id,
+                        TokensPrompt(prompt_token_ids=list(request.prompt_ids)),
+                        sampling_params(request.plan),
+                    )
+                except Exception as exc:
+                    refused = refusal(exc, request.plan)
+                    if refused is None:
+                        raise
+                    raise KnobRefused(refused) from exc
+                self._note_stops(engine, request)
             if not engine.has_unfinished_requests():
                 if pending:  # idle until the next arrival: no engine step to run
                     local_step = pending[0].plan.arrival_step
@@ -516,15 +636,33 @@ class _VllmRun:
             self.recorder.at(self.step, phase, engine.get_num_unfinished_requests())
             self.observer.begin_step(self.step)
             for output in engine.step():
-                finished = self._lookup(output.request_id)
+                finished = self.requests.get(output.request_id)
                 if finished is not None and output.finished:
-                    finished.output = list(output.outputs[0].token_ids)
-                    finished.done = True
+                    finished.finished(output.outputs)
             self._record_step(phase)
             self.step += 1
             local_step += 1
             if self.step > MAX_STEPS:
                 raise EngineError(f"no progress after {MAX_STEPS} engine steps")
+
+    def _note_stops(self, engine: Any, request: _Request) -> None:
+        """Read, from vLLM's scheduler, the tokens that end each request it just queued:
+        the processed ``SamplingParams`` hold its stop token ids with the generation config's
+        end-of-sequence ids merged in and ``eos_token_id`` (None under ``ignore_eos``), which
+        ``vllm/v1/core/sched/utils.py`` ``check_stop`` compares each sampled token with."""
+        scheduler = getattr(getattr(engine.engine_core, "engine_core", None), "scheduler", None)
+        queued = getattr(scheduler, "requests", None)
+        if not isinstance(queued, dict):
+            return
+        for member in request.children or (request,):
+            for internal, held in queued.items():
+                if internal.rsplit("-", 1)[0] != member.engine_id:
+                    continue
+                params = held.sampling_params
+                stops = set(params.stop_token_ids or ())
+                if params.eos_token_id is not None:
+                    stops.add(params.eos_token_id)
+                member.stops = frozenset(stops)
 
     def _record_step(self, phase: Phase) -> None:
         observer = self.observer
@@ -550,8 +688,12 @@ class _VllmRun:
     ) -> RowRecord:
         sampled = batch.sampled[row]
         remaining = request.plan.max_tokens - request.emitted
-        discarded = batch.discarded[row] or remaining <= 0
-        emitted = () if discarded else sampled[:remaining]
+        if request.done:  # it ended in this step: vLLM emitted what its output holds
+            remaining = min(remaining, len(request.output) - request.emitted)
+        discarded = batch.discarded[row] or remaining <= 0 or request.stopped
+        emitted = () if discarded else _until_stop(sampled[:remaining], request.stops)
+        if emitted and emitted[-1] in request.stops:
+            request.stopped = True
         first = request.emitted
         decoding_iter = request.decoding_iter
         if not discarded:
@@ -587,6 +729,15 @@ class _VllmRun:
             discarded=discarded,
             applied=_applied(applied, row),
         )
+
+
+def _until_stop(tokens: Sequence[int], stops: frozenset[int]) -> tuple[int, ...]:
+    """The tokens vLLM keeps of a row's sampled ones: up to and including the first that
+    ends the request (vLLM checks each sampled token in order and drops the rest)."""
+    for i, token in enumerate(tokens):
+        if token in stops:
+            return tuple(tokens[: i + 1])
+    return tuple(tokens)
 
 
 def _applied(batch: Any, row: int) -> AppliedSampling | None:
