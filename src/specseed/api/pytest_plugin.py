@@ -74,6 +74,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "specseed(scenarios=None, checks=None): the scenarios and checks the specseed_audit "
         "fixture runs",
     )
+    _bundle_dir(config)  # a bad --specseed-bundle stops pytest here, not after the audit
+
+
+_MARKER_ARGUMENTS = ("scenarios", "checks")
 
 
 def _model_yaml(config: pytest.Config) -> Path | None:
@@ -102,6 +106,25 @@ def _bundle_dir(config: pytest.Config) -> Path | None:
             f"--specseed-bundle {given}: the folder {path.parent} does not exist; create it first"
         )
     return path
+
+
+def _marker_names(marker: pytest.Mark | None, argument: str) -> list[str]:
+    """``@pytest.mark.specseed(scenarios=[...])``'s names, checked: a lone string or a
+    non-string name is a ``TypeError`` naming the marker's argument."""
+    value = marker.kwargs.get(argument) if marker is not None else None
+    if value is None:
+        return []
+    if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
+        raise TypeError(
+            f"@pytest.mark.specseed({argument}=...) must be a list of names, not "
+            f"{type(value).__name__} {value!r}"
+        )
+    bad = [v for v in value if not isinstance(v, str) or not v]
+    if bad:
+        raise TypeError(
+            f"@pytest.mark.specseed({argument}=...): {bad[0]!r} is not a name (a non-empty str)"
+        )
+    return list(value)
 
 
 @contextmanager
@@ -308,8 +331,16 @@ def specseed_audit(request: pytest.FixtureRequest, tmp_path: Path) -> SpecseedAu
     """Run specseed on an engine the test built; ``@pytest.mark.specseed(scenarios=[...],
     checks=[...])`` picks what runs."""
     marker = request.node.get_closest_marker("specseed")
-    scenarios = list(marker.kwargs.get("scenarios") or ()) if marker else []
-    checks = list(marker.kwargs.get("checks") or ()) if marker else []
+    if marker is not None:
+        unknown = sorted(set(marker.kwargs) - set(_MARKER_ARGUMENTS)) + (
+            ["positional arguments"] if marker.args else []
+        )
+        if unknown:
+            raise TypeError(
+                f"@pytest.mark.specseed takes scenarios= and checks= only, not {', '.join(unknown)}"
+            )
+    scenarios = _marker_names(marker, "scenarios")
+    checks = _marker_names(marker, "checks")
     scenarios = scenarios or list(request.config.getoption("--specseed-scenario"))
     checks = checks or list(request.config.getoption("--specseed-check"))
     return SpecseedAudit(scenarios, checks, _bundle_dir(request.config), tmp_path)

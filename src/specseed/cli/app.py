@@ -7,6 +7,7 @@ torch, so that ``specseed --help`` and scenario validation stay fast.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import sys
 from typing import Annotated, Any
@@ -17,10 +18,25 @@ from specseed.cli import bundle_reading, minimize, replay, rng, scenarios
 from specseed.cli.audit import AUDIT_HELP, audit
 from specseed.cli.checkpoint import make_checkpoint
 from specseed.cli.doctor import doctor
+from specseed.cli.error_boundary import stdout_lost
 from specseed.cli.misc import checks, contracts, engines, formats, init, schema
 from specseed.cli.serve import SERVE_HELP, serve
 from specseed.cli.sweep import SWEEP_HELP, sweep
 from specseed.core.version import __version__
+from specseed.workflows.outputs import stdout_failed
+
+
+def tolerant_streams() -> None:
+    """stdout and stderr write what their encoding cannot hold as backslash escapes
+    (``PYTHONIOENCODING=ascii``, a latin-1 terminal, a lone surrogate from a server) instead
+    of stopping the command with ``UnicodeEncodeError``. A closed stream (None) is left
+    alone: whoever writes to it handles that."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is None:
+            continue
+        with contextlib.suppress(ValueError, OSError):  # closed, or cannot change
+            reconfigure(errors="backslashreplace")
 
 
 def _flags_show_no_placeholder() -> None:
@@ -100,6 +116,7 @@ def _root(
     ] = False,
 ) -> None:
     """Reproducibility auditor for speculative decoding in LLM inference engines."""
+    tolerant_streams()  # again: the app may run without the console script (a test runner)
 
 
 app.command("audit", help=AUDIT_HELP)(audit)
@@ -161,8 +178,17 @@ frozen)."""
 
 def main() -> None:
     """Entry point of the ``specseed`` console script."""
+    tolerant_streams()
     try:
-        app()
+        try:
+            app()
+        except OSError as exc:  # a command outside the error boundary printed to a full stdout
+            if not stdout_failed(exc):
+                raise
+            try:
+                stdout_lost(exc)
+            except typer.Exit as done:
+                sys.exit(done.exit_code)
     finally:
         # The interpreter's last garbage collections would walk every object torch's import
         # made (about 0.35 s of a 2-core VM's exit, after the last line is printed); frozen,

@@ -3,7 +3,6 @@ which run an engine, are ``cli/replay.py`` and ``cli/minimize.py``)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -12,10 +11,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from specseed.cli.error_boundary import EXIT_OK, EXIT_VIOLATION, error_boundary
-from specseed.core.errors import InputError
+from specseed.core.errors import InputError, OutputError
 from specseed.core.secrets import SafeConsole
 from specseed.workflows.exit_codes import decide
-from specseed.workflows.outputs import check_output_paths, check_writable
+from specseed.workflows.outputs import (
+    check_output_paths,
+    check_writable,
+    flush_terminal,
+    write_stdout,
+)
 
 if TYPE_CHECKING:  # commands import their modules when they run
     from specseed.bundle.format import Bundle
@@ -39,9 +43,7 @@ def _notes(notes: tuple[str, ...], console: Console) -> None:
 
 def _write_text(path: Path | None, text: str) -> None:
     if path is None or str(path) == "-":
-        from specseed.core.secrets import scrub_text
-
-        sys.stdout.write(scrub_text(text, by_name=False))  # the file writer scrubs the same
+        write_stdout(text, "output")  # OutputError (exit 5) when stdout cannot take it
         return
     from specseed.core.files import write_output
 
@@ -128,9 +130,18 @@ def check(
         for line in disagreements(loaded, result):
             console.print(f"[bold yellow]bundle:[/] {escape(line)}")
         _notes(loaded.notes, console)
-        render_report(result, console, exit_code, summary=summary, command="check")
-        if json_path is not None:
-            _write_text(json_path, render_json(result, exit_code))
+        unwritten: OutputError | None = None
+        if json_path is not None:  # the file before the terminal: a full stdout loses no file
+            try:
+                _write_text(json_path, render_json(result, exit_code))
+            except OutputError as exc:  # the report is still printed, then exit 5
+                unwritten = exc
+        exit_code = flush_terminal(
+            lambda: render_report(result, console, exit_code, summary=summary, command="check"),
+            exit_code,
+        )
+        if unwritten is not None:
+            raise unwritten
     raise typer.Exit(exit_code)
 
 
@@ -212,7 +223,6 @@ def report(
     """
     from specseed.bundle.format import read_bundle
     from specseed.bundle.recheck import disagreements, recheck
-    from specseed.core.text import printable
     from specseed.reporting.issue import build_issue, render_issue_json, render_markdown
     from specseed.workflows.minimize import minimize_for_report
 
@@ -241,9 +251,8 @@ def report(
             _write_text(output, _html_page(loaded, findings))
             return
         issue = build_issue(loaded, findings)
-        # Bundle text in the body reaches a terminal or an issue: controls escaped (JSON
-        # escapes its own).
-        text = printable(render_markdown(issue)) if fmt == "markdown" else render_issue_json(issue)
+        # The body escapes every bundle field for Markdown (controls and bidi too).
+        text = render_markdown(issue) if fmt == "markdown" else render_issue_json(issue)
         _write_text(output, text)
 
 

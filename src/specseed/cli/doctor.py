@@ -31,7 +31,11 @@ def doctor(
 
     inventory = take_inventory()
     if as_json:
-        typer.echo(json.dumps(dataclasses.asdict(inventory), indent=2))
+        from specseed.cli.error_boundary import error_boundary
+        from specseed.workflows.outputs import write_stdout
+
+        with error_boundary():  # a stdout that cannot take it: exit 5, no traceback
+            write_stdout(json.dumps(dataclasses.asdict(inventory), indent=2) + "\n", "JSON")
         return
     gpus = ", ".join(inventory.gpus) or "none"
     cuda = f"CUDA {inventory.cuda_version}" if inventory.cuda_version else "no CUDA build"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 import typer
 from rich.text import Text
@@ -25,6 +26,7 @@ from specseed.workflows.exit_codes import (
     EXIT_OUTPUT,
     EXIT_VIOLATION,
 )
+from specseed.workflows.outputs import silence_stdout, stdout_failed
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -58,6 +60,14 @@ def _print_error(exc: SpecseedError) -> None:
                 print_message(stderr, line, indent=2, style="dim")
 
 
+def stdout_lost(exc: OSError) -> NoReturn:
+    """stdout could not take what a command printed (``> /dev/full``): say so on stderr and
+    exit 5, as for any output that could not be written."""
+    silence_stdout()
+    _print_error(OutputError(f"cannot write to stdout: {exc.strerror or exc}"))
+    raise typer.Exit(EXIT_OUTPUT)
+
+
 @contextmanager
 def error_boundary(*, runs_engine: bool = False) -> Iterator[None]:
     """Map library errors to exit codes; anything else is a bug and propagates.
@@ -77,3 +87,9 @@ def error_boundary(*, runs_engine: bool = False) -> Iterator[None]:
     except OutputError as exc:
         _print_error(exc)
         raise typer.Exit(EXIT_OUTPUT) from None
+    except OSError as exc:
+        # The terminal report itself could not be written (``> /dev/full``, a closed
+        # stdout): an output that could not be written, not a bug. Any other OSError is one.
+        if not stdout_failed(exc):
+            raise
+        stdout_lost(exc)

@@ -104,12 +104,16 @@ def schema(
         "trace": trace_json_schema(),
         "bundle": bundle_json_schema(),
     }[kind]
-    typer.echo(json.dumps(chosen, indent=2))
+    from specseed.cli.error_boundary import error_boundary
+    from specseed.workflows.outputs import write_stdout
+
+    with error_boundary():  # a stdout that cannot take it: exit 5, no traceback
+        write_stdout(json.dumps(chosen, indent=2) + "\n", "schema")
 
 
 def checks() -> None:
     """List every check: its stable id, what it means and the defects it targets."""
-    from specseed.checks import CHECKS
+    from specseed.checks import CHECKS, PLUGIN_PROBLEMS
 
     # One block per check, not a four-column table: at 80 columns the table cut ids and
     # defect names ("draw-ranges-disjoi…"); a block wraps only the prose.
@@ -123,6 +127,8 @@ def checks() -> None:
         "[dim]needs: the evidence a check reads; where an engine does not expose it, the "
         "check is reported as skip with the reason.[/]"
     )
+    for problem in PLUGIN_PROBLEMS:
+        out.print(Text(f"unusable: {problem}", style="yellow"))
 
 
 def contracts() -> None:

@@ -7,6 +7,8 @@ the one error boundary); library code raises them and never exits.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 _PLACE = re.compile(r"(.+?):(\d+): ")
 
@@ -35,6 +37,17 @@ class SpecseedError(Exception):
 
 class InputError(SpecseedError):
     """Bad input from the user: a value, a file, a flag. Exit code 2."""
+
+
+class ArgumentTypeError(InputError, TypeError):
+    """A library call's argument of the wrong type (``audit(scenarios="uptime")``, ``on_event=5``):
+    a ``TypeError`` naming the argument, checked before anything runs, and an ``InputError``
+    as any bad input is."""
+
+
+class ArgumentValueError(InputError, ValueError):
+    """A library call's argument of the right type and a wrong value (an empty path): a
+    ``ValueError`` naming the argument, and an ``InputError``."""
 
 
 class ScenarioError(InputError):
@@ -76,6 +89,27 @@ class TraceWriteError(OutputError):
 
 class TraceDirBusy(InputError):
     """Another audit holds the ``--trace-dir`` (its lock file). Exit code 2, nothing run."""
+
+
+class PluginError(EngineError):
+    """Another package's code (a check, an engine, a format registered by entry point)
+    raised what would have ended specseed (``SystemExit(0)`` at import): contained as an
+    ordinary error, so it is recorded and reported like any broken plugin."""
+
+
+@contextmanager
+def plugin_code(what: str) -> Iterator[None]:
+    """Run another package's code (``what`` names it): any ``BaseException`` but a
+    ``KeyboardInterrupt`` that is not an ``Exception`` (``SystemExit``, ``GeneratorExit``, a
+    ``BaseExceptionGroup``) becomes a :class:`PluginError`, which every ``except Exception``
+    that guards a plugin then records. Left alone, a plugin's ``sys.exit(0)`` would end
+    specseed with exit 0, whatever the audit found."""
+    try:
+        yield
+    except (Exception, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        raise PluginError(f"{what} raised {type(exc).__name__}({exc})") from None
 
 
 class AuditInterrupted(KeyboardInterrupt):

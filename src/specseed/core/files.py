@@ -47,7 +47,9 @@ def write_atomic(path: Path, text: str) -> None:
     target replaced; a device, a pipe, ``/dev/stdout`` or a process substitution
     (``/dev/fd/N``) is opened and written to, never replaced. The folder must exist: a
     missing one is the caller's input error, not something to create here."""
-    data = scrub_text(text, by_name=False).encode("utf-8")
+    # backslashreplace: a lone surrogate (from a server's JSON) is written as ``\ud800``
+    # rather than losing the file to UnicodeEncodeError.
+    data = scrub_text(text, by_name=False).encode("utf-8", "backslashreplace")
     target, direct = _destination(path)
     if direct:
         _write_in_place(target, data)

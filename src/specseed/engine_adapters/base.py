@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel
 
+from specseed.core.errors import plugin_code
 from specseed.engine_adapters.registry import EngineInfo
 from specseed.traces.records import (
     REQUEST_KNOBS,
@@ -339,7 +340,8 @@ class EngineAdapter(ABC):
             start = self.start_run(plan)
             recorder.header(self._header(plan, start))
             if start.not_served is None:
-                outputs = dict(self.serve(plan, recorder))
+                with plugin_code(f"engine {self.name}"):  # a plugin's sys.exit() too
+                    outputs = dict(self.serve(plan, recorder))
         except KnobRefused as exc:
             return recorder.end(
                 RunEnd(outputs={}, seconds=time.perf_counter() - started, refused=str(exc))

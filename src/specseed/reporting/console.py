@@ -23,7 +23,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from specseed.checks import CHECKS
+from specseed.checks import CHECKS, PLUGIN_PROBLEMS
 from specseed.checks.findings import (
     ATTRIBUTION_TEXT,
     EventState,
@@ -783,6 +783,7 @@ class ConsoleReporter(Reporter):
                 f"{', '.join(self._interrupted.unfinished)}."
             )
         notes += [f"Missing evidence: {m}" for m in result.missing_evidence]
+        notes += [f"Warning: {problem}" for problem in PLUGIN_PROBLEMS]
         notes += [f"Error: {failed.message}" for failed in self._failed]
         if bundle is not None and (result.interrupted or result.missing_evidence):
             notes.append(

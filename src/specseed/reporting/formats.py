@@ -36,7 +36,7 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specseed.core.errors import InputError, OutputError
+from specseed.core.errors import InputError, OutputError, plugin_code
 from specseed.core.wording import did_you_mean
 
 if TYPE_CHECKING:
@@ -91,7 +91,8 @@ class OutputFormat:
         if self.problem:
             raise InputError(f"output format {self.name}: {self.problem}", hint=_fix(self))
         try:
-            target = _import_object(self.reporter)
+            with plugin_code(f"importing {self.reporter}"):
+                target = _import_object(self.reporter)
         except Exception as exc:
             raise InputError(
                 f"output format {self.name}: cannot load {self.reporter}: "
@@ -200,7 +201,8 @@ def formats() -> dict[str, OutputFormat]:
 def _from_entry_point(point: EntryPoint) -> OutputFormat:
     source = _distribution(point)
     try:
-        found = point.load()
+        with plugin_code(f"its entry point {point.value}"):
+            found = point.load()
     except Exception as exc:  # a broken plugin must not break specseed
         return _broken(point, source, f"cannot load its entry point: {type(exc).__name__}: {exc}")
     if not isinstance(found, OutputFormat):

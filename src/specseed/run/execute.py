@@ -24,7 +24,7 @@ from specseed.checks.registry import (
     run_checks,
 )
 from specseed.checks.suspects import with_departures
-from specseed.core.errors import AuditInterrupted, EngineError, ScenarioError
+from specseed.core.errors import AuditInterrupted, EngineError, ScenarioError, plugin_code
 from specseed.engine_adapters.base import (
     EngineAdapter,
     EngineSettings,
@@ -121,7 +121,8 @@ def evaluate(
             findings.append(stamped(spec, Finding(status="skip", message=message), names))
             return
         try:
-            findings.extend(stamped(spec, f, names) for f in produce())
+            with plugin_code(f"check {spec.id}"):  # a plugin's sys.exit() too
+                findings.extend(stamped(spec, f, names) for f in produce())
         except Exception as exc:  # a broken check must not hide the others
             message = f"the check itself failed: {type(exc).__name__}: {exc}"
             findings.append(stamped(spec, Finding(status="error", message=message), names))

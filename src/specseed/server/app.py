@@ -5,6 +5,12 @@ Routes: ``POST /v1/completions``, ``GET /v1/models``, ``GET /health`` (and FastA
 thread and awaits the result, so concurrent requests share engine steps. With an API key,
 ``/v1/*`` needs ``Authorization: Bearer <key>``; ``/health`` stays open for probes.
 Errors use the OpenAI envelope (``{"error": {"message", "type", "code"}}``).
+
+Limits (``ServeLimits``; the socket-level ones are in ``server/limits.py``): at most
+``max_queued`` completions wait for an engine slot, a request past that is a 429 with
+``Retry-After``; a completion whose client hung up is dropped from the engine at the next
+step (``LiveEngine.cancel``), so nobody waits behind work no one will read; while the server
+shuts down, a request it cannot finish is a 503 with ``Retry-After``, never a cancelled task.
 """
 
 from __future__ import annotations
@@ -12,13 +18,13 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -40,6 +46,8 @@ from specseed.server.protocol import (
 )
 
 DEFAULT_MODEL_NAME = "specseed-reference"
+RETRY_AFTER_S = 1
+"""What a 429 (queue full) or a 503 (shutting down) tells the client to wait, in seconds."""
 
 _bearer = HTTPBearer(auto_error=False)
 
@@ -133,10 +141,41 @@ async def _no_body() -> Message:
     return {"type": "http.request", "body": b"", "more_body": False}
 
 
+def _deliverer(
+    loop: asyncio.AbstractEventLoop, future: asyncio.Future[LiveResult]
+) -> Callable[[LiveResult], None]:
+    def deliver(result: LiveResult) -> None:  # runs on the engine thread
+        loop.call_soon_threadsafe(_settle, future, result)
+
+    return deliver
+
+
+async def _hung_up(request: Request) -> None:
+    """Return once the client of ``request`` has gone (its body is read by then: the next
+    ASGI message is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def _busy(message: str, status: int, kind: str) -> JSONResponse:
+    return JSONResponse(
+        error_body(message, kind, status),
+        status_code=status,
+        headers={"Retry-After": str(RETRY_AFTER_S)},
+    )
+
+
 def create_app(
-    live: LiveEngine, *, model_name: str = DEFAULT_MODEL_NAME, api_key: str | None = None
+    live: LiveEngine,
+    *,
+    model_name: str = DEFAULT_MODEL_NAME,
+    api_key: str | None = None,
+    max_queued: int | None = None,
 ) -> FastAPI:
-    """The FastAPI app serving ``live``; starts and stops its engine thread with the app."""
+    """The FastAPI app serving ``live``; starts and stops its engine thread with the app.
+
+    ``max_queued``: completions that may wait for an engine slot beyond the
+    ``max_num_requests`` the engine runs at once (None: no bound); one more is a 429."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -148,7 +187,8 @@ def create_app(
 
     app = FastAPI(title="specseed serve", version=__version__, lifespan=lifespan)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
-    served = {"completions": 0}
+    served = {"completions": 0, "in_flight": 0, "refused_busy": 0}
+    max_in_flight = None if max_queued is None else live.settings.max_num_requests + max_queued
 
     # async: FastAPI runs a plain def dependency on a thread pool, and the hop let requests
     # sent in one order reach the engine in another (the batch's rows with them).
@@ -192,6 +232,9 @@ def create_app(
                 "largest_batch": live.largest_batch,
                 "engine_failures": live.failures,
                 "completions": served["completions"],
+                "in_flight": served["in_flight"],
+                "cancelled": live.cancelled,
+                "refused_busy": served["refused_busy"],
             }
         )
 
@@ -205,7 +248,9 @@ def create_app(
         response_model=CompletionResponse,
         response_model_exclude_none=True,
     )
-    async def completions(body: CompletionRequest) -> CompletionResponse:
+    async def completions(
+        body: CompletionRequest, request: Request
+    ) -> CompletionResponse | Response:
         if body.stream:
             raise HTTPException(400, "stream: streaming is not served; send stream: false")
         if body.model is not None and body.model != model_name:
@@ -244,18 +289,43 @@ def create_app(
             max_tokens=body.max_tokens,
             **body.knobs(),
         )
+        if max_in_flight is not None and served["in_flight"] >= max_in_flight:
+            served["refused_busy"] += 1
+            return _busy(
+                f"the server is busy: {served['in_flight']} completions are running or queued "
+                f"(at most {max_in_flight}); retry after {RETRY_AFTER_S} s",
+                429,
+                "rate_limit_error",
+            )
         loop = asyncio.get_running_loop()
-        futures: list[asyncio.Future[LiveResult]] = []
         # Each child of n is a request of its own, on a stream of its own (seed + i).
-        for child in live.children_of(plan):
-            future: asyncio.Future[LiveResult] = loop.create_future()
-
-            def deliver(result: LiveResult, future: asyncio.Future[LiveResult] = future) -> None:
-                loop.call_soon_threadsafe(_settle, future, result)  # from the engine thread
-
-            live.submit(child, deliver)
-            futures.append(future)
-        results = list(await asyncio.gather(*futures))
+        children = live.children_of(plan)
+        futures: list[asyncio.Future[LiveResult]] = [loop.create_future() for _ in children]
+        served["in_flight"] += len(children)
+        watcher = asyncio.ensure_future(_hung_up(request))
+        answered = asyncio.gather(*futures)
+        try:
+            for child, future in zip(children, futures, strict=True):
+                live.submit(child, _deliverer(loop, future))
+            racing: set[asyncio.Future[Any]] = {answered, watcher}
+            await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # Cancelled from outside (a forced shutdown): drop the work, answer what we can.
+            for child in children:
+                live.cancel(child.request_id)
+            return _busy("the server is shutting down", 503, "server_error")
+        finally:
+            served["in_flight"] -= len(children)
+            watcher.cancel()
+        if not answered.done():  # the client hung up first: nobody reads the answer
+            answered.cancel()
+            for child in children:
+                live.cancel(child.request_id)
+            return Response(status_code=499)
+        results = list(answered.result())
+        gone = next((r for r in results if r.unavailable), None)
+        if gone is not None:
+            return _busy(f"{gone.error}; retry after {RETRY_AFTER_S} s", 503, "server_error")
         served["completions"] += 1
         failed = next((r.error for r in results if r.error is not None), None)
         if failed is not None:

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from specseed.core.text import for_json
 from specseed.scenarios.schema import (
     KNOB_HELP,
     MAX_LOGIT_BIAS,
@@ -131,6 +132,14 @@ class CompletionRequest(BaseModel):
                 f"a list of {len(value)} prompts is not served: send one prompt (text or a "
                 "list of token ids) per request"
             )
+        return value
+
+    @field_validator("prompt")
+    @classmethod
+    def _encodable(cls, value: Any) -> Any:
+        # JSON may carry "\ud800", which UTF-8 (the engine's byte encoding) cannot encode.
+        if isinstance(value, str) and any("\ud800" <= c <= "\udfff" for c in value):
+            raise ValueError("the text holds a lone surrogate (\\ud800-\\udfff), not UTF-8 text")
         return value
 
     @field_validator("stop")
@@ -253,8 +262,9 @@ class ModelList(BaseModel):
 
 
 def error_body(message: str, kind: str, code: int) -> dict[str, Any]:
-    """The OpenAI error envelope."""
-    return {"error": {"message": message, "type": kind, "code": code}}
+    """The OpenAI error envelope; a message quoting the client's text holds no lone surrogate
+    (the JSON response is UTF-8)."""
+    return {"error": {"message": for_json(message), "type": kind, "code": code}}
 
 
 def decode_text(token_ids: list[int]) -> str:

@@ -203,7 +203,7 @@ class Audit(Workflow):
                     )
                 code = self.write_documents(result, documents)
                 if console is not None:
-                    self.flush_terminal(lambda: console.finish(result, code))
+                    code = self.flush_terminal(lambda: console.finish(result, code), code)
                 if guard.received and not result.interrupted:  # came while reports were written
                     code = EXIT_SIGNAL[guard.received]
                 self.emit(AuditFinished(result, code, self.outputs.bundle, self.temporary_log()))

@@ -40,7 +40,7 @@ from specseed.workflows.outputs import (
     check_bundle_folder,
     check_output_paths,
     check_writable,
-    silence_stdout,
+    flush_terminal,
     write_document,
 )
 from specseed.workflows.session import EngineSession, InterruptGuard, NoGuard
@@ -367,14 +367,12 @@ class Workflow:
         return decide(result, problems)
 
     @staticmethod
-    def flush_terminal(render: Callable[[], None]) -> None:
-        """The terminal report, last (a closed stdout must not lose the files): a reader that
-        went away (``| head``) silences the rest."""
-        try:
-            render()
-            sys.stdout.flush()
-        except BrokenPipeError:
-            silence_stdout()
+    def flush_terminal(render: Callable[[], None], code: int) -> int:
+        """The terminal report, last (a closed stdout must not lose the files); returns the
+        exit code. A reader that went away (``| head``) silences the rest and keeps the code;
+        a stdout that cannot take the report (``> /dev/full``) makes a 0 or a 4 exit 5 (an
+        output that could not be written), as a report file would."""
+        return flush_terminal(render, code)
 
 
 __all__ = ["Interrupts", "Workflow", "exit_code"]

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -38,6 +37,7 @@ from specseed.run.results import AuditResult
 from specseed.scenarios.loader import LoadedScenario
 from specseed.scenarios.schema import AuditConfig, Scenario
 from specseed.workflows.base import Workflow
+from specseed.workflows.outputs import write_stdout
 from specseed.workflows.session import EngineSession
 
 if TYPE_CHECKING:
@@ -489,9 +489,7 @@ class Minimize(Workflow):
 
     def _write(self, path: Path, text: str) -> None:
         if str(path) == "-":
-            from specseed.core.secrets import scrub_text
-
-            sys.stdout.write(scrub_text(text, by_name=False))  # the file writer scrubs the same
+            write_stdout(text, "minimal scenario")  # OutputError (exit 5) when it cannot
             return
         from specseed.core.files import write_output
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -239,22 +239,91 @@ def write_document(path: Path, text: str, what: str) -> None:
     from specseed.core.files import write_output
 
     if str(path) == "-":
-        try:
-            sys.stdout.write(scrub_text(text, by_name=False))  # as the file writer does
-            sys.stdout.flush()
-        except BrokenPipeError:
-            silence_stdout()
-            raise OutputError(f"cannot write the {what} to stdout: the reader closed it") from None
+        write_stdout(text, what)
         return
     write_output(path, text, what)
 
 
+_STDOUT_HINT = "free space where stdout goes, or send it elsewhere"
+
+
+def write_stdout(text: str, what: str) -> None:
+    """``text`` to stdout, flushed, secrets removed as the file writer removes them, in any
+    encoding stdout has (what it cannot encode as backslash escapes). ``OutputError``
+    (exit 5) when stdout is closed, full (``> /dev/full``) or its reader went away
+    (``| head``); the rest of stdout then goes nowhere, so nothing fails again at exit."""
+    from specseed.core.text import for_encoding
+
+    stream = sys.stdout
+    if stream is None or getattr(stream, "closed", False):
+        raise OutputError(f"cannot write the {what} to stdout: it is closed", hint=_STDOUT_HINT)
+    text = for_encoding(scrub_text(text, by_name=False), getattr(stream, "encoding", None))
+    try:
+        stream.write(text)
+        stream.flush()
+    except BrokenPipeError:
+        silence_stdout()
+        raise OutputError(f"cannot write the {what} to stdout: the reader closed it") from None
+    except (OSError, ValueError) as exc:  # ValueError: closed while writing
+        silence_stdout()
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise OutputError(f"cannot write the {what} to stdout: {why}", hint=_STDOUT_HINT) from None
+
+
+def flush_terminal(render: Callable[[], None], code: int) -> int:
+    """Print a terminal report with ``render`` and flush stdout; returns the exit code. A
+    reader that went away (``| head``) silences the rest and keeps ``code``; a stdout that
+    cannot take the report (``> /dev/full``) makes a 0 or a 4 exit 5 (an output that could
+    not be written), as a report file would; a violation or a signal still wins. A closed
+    stdout (``>&-``) takes nothing, as ``> /dev/null`` would: the code stands."""
+    from specseed.workflows.exit_codes import EXIT_NOTHING_CHECKED, EXIT_OK, EXIT_OUTPUT
+
+    try:
+        render()
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        silence_stdout()
+    except OSError:
+        silence_stdout()
+        if code in (EXIT_OK, EXIT_NOTHING_CHECKED):
+            return EXIT_OUTPUT
+    return code
+
+
+def stdout_failed(exc: BaseException) -> bool:
+    """Whether ``exc`` (an ``OSError``) came from writing stdout: the innermost frame wrote
+    to it (a Rich console or ``echo`` whose file is stdout), or what stdout holds pending
+    cannot be flushed. Tells a full or closed stdout from a bug elsewhere."""
+    stream = sys.stdout
+    if stream is None:
+        return False
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is not None:
+        for value in tb.tb_frame.f_locals.values():
+            if value is stream or getattr(value, "file", None) is stream:
+                return True
+    try:
+        stream.flush()
+    except (OSError, ValueError):
+        return True
+    return False
+
+
 def silence_stdout() -> None:
-    """After the reader of stdout went away (``| head``): send the rest nowhere, so that the
-    interpreter's final flush does not fail with a traceback."""
+    """After stdout failed (its reader went away, its disk is full): send the rest nowhere,
+    so that the interpreter's final flush does not fail with a traceback."""
+    try:
+        fileno = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # None, closed, or not a file (a test's)
+        return
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
+    try:
+        os.dup2(devnull, fileno)
+    finally:
+        os.close(devnull)
 
 
 class StdoutConsole(SafeConsole):

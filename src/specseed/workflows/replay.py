@@ -242,7 +242,7 @@ class Replay(Workflow):
                         err.print(f"[dim]hint: {_escape(exc.hint)}[/]")
                 out.print(replay_summary(result, code))
 
-            self.flush_terminal(render)
+            code = self.flush_terminal(render, code)
         self.emit(AuditFinished(audit, code, self.outputs.bundle, self.temporary_log()))
         return code
 

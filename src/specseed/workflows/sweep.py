@@ -232,8 +232,7 @@ class Sweep(Workflow):
                 _clear_sweep(self.folder)
             (self.folder / LOGS).mkdir(exist_ok=True)
             result = self._sweep(releases, bisect, started, interrupts)
-            code = sweep_exit_code(result)
-            self._finish(result)
+            code = self._finish(result, sweep_exit_code(result))
         finally:
             lock.release()
         return SweepOutcome(result, code)
@@ -292,7 +291,7 @@ class Sweep(Workflow):
         if consoles is not None and self.outputs.progress:
             consoles[1].print(printable(line), highlight=False, markup=False)
 
-    def _finish(self, result: SweepResult) -> None:
+    def _finish(self, result: SweepResult, code: int) -> int:
         from specseed.reporting.sweep import render_markdown, render_terminal
 
         write_atomic(self.folder / SWEEP_FILE, result.to_json())
@@ -300,7 +299,8 @@ class Sweep(Workflow):
         consoles = self.consoles()
         if consoles is not None:
             out = consoles[0]
-            self.flush_terminal(lambda: render_terminal(result, out, self.folder))
+            code = self.flush_terminal(lambda: render_terminal(result, out, self.folder), code)
+        return code
 
     # -- one release ----------------------------------------------------------------------
 

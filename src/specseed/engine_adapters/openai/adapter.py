@@ -41,7 +41,7 @@ from specseed.engine_adapters.openai.client import (
     detect_dialect,
 )
 from specseed.engine_adapters.openai.info import ENGINE, STOPPED_ANSWERING
-from specseed.engine_adapters.openai.options import SERVER_SETTINGS, OpenAIOptions
+from specseed.engine_adapters.openai.options import SERVER_SETTINGS, OpenAIOptions, check_api_key
 from specseed.engine_adapters.openai.traffic import Replay, RunFailure, TrafficShape, replay_plan
 from specseed.traces.records import TraceRecorder, child_id
 
@@ -77,6 +77,7 @@ def read_api_key(env_name: str | None) -> str | None:
             f"engine.options.api_key_env names {env_name}, which is not set",
             hint=f"export {env_name}=<key> before the audit",
         )
+    check_api_key(key, f"${env_name} (engine.options.api_key_env)")
     return key
 
 
