@@ -107,7 +107,7 @@ def _requests(
     for (_, named, spec, index), info in zip(served, mine, strict=True):
         for key in REQUEST_SAMPLING:
             value = getattr(spec, key)
-            if key == "seed":
+            if key == "seed" and index > 0:  # child i of n: seed + i (request 0 as written)
                 value = child_seed(value, index)
             if getattr(info, key) != value:
                 yield (
