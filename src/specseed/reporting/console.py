@@ -403,13 +403,14 @@ def render_finding(finding: Finding) -> Group:
     # A stack trace stays in --json and the bundle: the terminal names its site through the
     # root cause (the innermost frame in the engine's code).
     shown = [line for line in finding.details if not line.startswith("Traceback (most recent")]
+    # Detail lines indented, their continuation lines further in: each reads as one item.
     for line in shown[:8]:
-        parts.append(Text(f"  {line}", style="dim"))
+        parts.append(Words(Text(line, style="dim"), indent=2, margin=2))
     for diff in finding.diffs[:MAX_DIFFS_SHOWN]:
         parts.append(Text(""))
         parts.append(render_diff(diff))
     for diff in finding.diffs[MAX_DIFFS_SHOWN:]:
-        parts.append(Text(f"  {_diff_line(diff)}", style="dim"))
+        parts.append(Words(Text(_diff_line(diff), style="dim"), indent=2, margin=2))
     if finding.offsets:
         parts.append(Text(""))
         parts.append(render_offsets(finding.offsets))
