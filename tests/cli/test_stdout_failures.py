@@ -54,7 +54,7 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("b") / "bundle"
     sys_argv = sys.argv
     try:
-        assert run("audit", "--no-progress", "-s", "distinct-seeds", "--bundle", str(root)) == 0
+        assert run("audit", "--no-progress", "-s", "reproducibility", "--bundle", str(root)) == 0
     finally:
         sys.argv = sys_argv
     return root
