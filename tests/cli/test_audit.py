@@ -46,6 +46,8 @@ def test_passing_audit_writes_json_junit_and_traces(tmp_path: Path) -> None:
     assert files == [
         "uptime/after-seeded-traffic.jsonl",
         "uptime/after-traffic.jsonl",
+        "uptime/alone-after-traffic.jsonl",
+        "uptime/alone-cold.jsonl",
         "uptime/cold.jsonl",
         "warmup/no-warmup.jsonl",
         "warmup/warmup-above-max.jsonl",

@@ -16,7 +16,7 @@ def test_progress_lines_when_stderr_is_not_a_terminal() -> None:
     result = runner.invoke(app, ["audit", "-s", "distinct-seeds"])
     assert result.exit_code == 0, result.output
     assert "specseed: auditing engine reference: 1 scenario, 1 run" in result.stderr
-    assert "specseed: [1/1] distinct-seeds: 1 run, 4 pass, 0 fail (" in result.stderr
+    assert "specseed: [1/1] distinct-seeds: 1 run, 5 pass, 0 fail (" in result.stderr
     assert "specseed:" not in result.stdout
 
 
