@@ -19,6 +19,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from specseed.checks.attribution import root_causes
 from specseed.checks.findings import FAILING
 from specseed.engine_adapters.base import EngineSettings
 from specseed.engine_adapters.contracts import get_contract
@@ -135,17 +136,20 @@ def test_ideal_engine_passes_every_check(scenario: Scenario, model_seed: int) ->
 
 
 def only_the_layouts_own(result, contract: str) -> None:  # type: ignore[no-untyped-def]
-    """No failing finding but those of the upstream bugs the contract's layout carries,
-    each suspect naming upstream's report or fix."""
+    """No failing finding but those of the upstream bugs the contract's layout carries:
+    each names one among its suspects (with upstream's report or fix; tokens alone may fit
+    other classes too), and the root causes are those bugs only."""
     layout = get_contract(contract)
+    carried = {d.defect for d in layout.departures}
     for finding in result.findings:
         if finding.status not in FAILING:
             continue
-        assert finding.suspects, (finding.check, finding.message)
-        for suspect in finding.suspects:
-            departure = layout.departure_for(suspect.defect)
-            assert departure is not None, (finding.check, finding.message, suspect)
-            assert departure.upstream in suspect.why
+        named = [s for s in finding.suspects if s.defect in carried]
+        assert named, (finding.check, finding.message, finding.suspects)
+        assert all(layout.departure_for(s.defect).upstream in s.why for s in named)  # type: ignore[union-attr]
+    causes = root_causes(result.findings)
+    assert {d for c in causes for d in c.defects} <= carried, [c.label for c in causes]
+    assert all(c.kind in ("defect", "ambiguous") for c in causes), [c.label for c in causes]
 
 
 @COMMON
