@@ -268,7 +268,7 @@ def overlap_suspect(
         return Suspect(
             "engine-counter",
             f"{first.label()} and {second.label()} both read seed {fmt_seed(first.seed)} from offset 0, "
-            f"not the request's seed {fmt_seed(request_seed)}: an engine-wide seed, offset always 0",
+            f"not the request's seed {fmt_seed(asked)}: an engine-wide seed, offset always 0",
         )
     pair = {first.kind: first, second.kind: second}
     if set(pair) == {"accept", "draft"}:
@@ -332,7 +332,11 @@ def divergence_suspects(
         pairs = [(left_events[k], right_events[k]) for k in keys]
     for a, b in pairs:
         if a.seed != b.seed:
-            odd = [e for e in (a, b) if request_seed is not None and e.seed != request_seed & ((1 << 64) - 1)]
+            odd = [
+                e
+                for e in (a, b)
+                if request_seed is not None and e.seed != request_seed & ((1 << 64) - 1)
+            ]
             for e in odd:
                 trace = left if e is a else right
                 step = _step(trace, e.step)
