@@ -10,6 +10,7 @@ from __future__ import annotations
 from specseed.checks import runs  # noqa: F401
 from specseed.checks import rng_state  # noqa: F401
 from specseed.checks import request_streams  # noqa: F401
+from specseed.checks import seed_collisions  # noqa: F401
 from specseed.checks import invariance  # noqa: F401
 from specseed.checks import distribution  # noqa: F401
 from specseed.checks import baseline  # noqa: F401

@@ -160,6 +160,16 @@ def seed_suspects(
         if counter is not None and event.seed != DEFAULT_SAMPLING_SEED:
             suspects.append(counter)
         return suspects
+    low = request_seed & ((1 << 32) - 1)
+    if event.seed == low != request_seed & ((1 << 64) - 1):
+        # The seed asked for, less its high 32 bits: no other explanation gives exactly that.
+        return [
+            Suspect(
+                "seed-high-bits-dropped",
+                f"{request_id} asked for seed {fmt_seed(request_seed)} but sampled with seed "
+                f"{fmt_seed(event.seed)}: its low 32 bits only",
+            )
+        ]
     neighbours = [
         (rid, seed) for rid, seed in unseeded_in_call(trace, step, event) if rid != request_id
     ]

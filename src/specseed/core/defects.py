@@ -89,6 +89,13 @@ DEFECTS: tuple[DefectClass, ...] = (
         "kernel runs into the next slot",
     ),
     DefectClass(
+        "seed-high-bits-dropped",
+        "the engine keeps only the low 32 bits of a 64-bit seed, so seeds that differ only in "
+        "their high bits give one stream",
+        "planted by specseed (issue 38): a server or gateway that stores the seed in 32 bits",
+        "every request seed is reduced to its low 32 bits before it seeds the sampler",
+    ),
+    DefectClass(
         "greedy-drift",
         "greedy speculative output differs from greedy non-speculative output",
         "TensorRT-LLM issue 8285, vLLM issue 42517",

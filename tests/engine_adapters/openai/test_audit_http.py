@@ -140,6 +140,8 @@ DEFECTS = [
     ("row0-seed", "batch-composition", "batch-invariance", None),
     ("neighbor-unseeded", "batch-composition", "batch-invariance", None),
     ("row-subsequence", "batch-position", "position-invariance", None),
+    # Seeds equal in their low 32 bits give one stream: bounded by control pairs, no model.
+    ("seed-high-bits-dropped", "distinct-seeds", "seed-collisions", None),
     (
         "overlap-window-reuse",
         "overlap-scheduler",
