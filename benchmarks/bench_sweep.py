@@ -80,9 +80,11 @@ def main() -> None:
     env_one = sum(o.timings.install or 0.0 for o in one.outcomes)
     env_two = sum(o.timings.install or 0.0 for o in two.outcomes)
     print(f"sweep 1: {first:.1f} s, of which environments {env_one:.1f} s")
-    print(f"sweep 2: {second:.1f} s, of which environments {env_two:.2f} s")
-    if env_two > 0:
-        print(f"environments: sweep 1 / sweep 2 = {env_one / env_two:.0f}x")
+    print(f"sweep 2: {second:.1f} s, of which environments {env_two:.3f} s")
+    made = sum(not o.timings.cached for o in one.outcomes)
+    if made:
+        print(f"an environment made: {env_one / made:.1f} s on average; found: "
+              f"{1000 * env_two / max(len(two.outcomes), 1):.1f} ms")  # fmt: skip
     same = [o.verdict for o in one.outcomes] == [o.verdict for o in two.outcomes]
     print(f"verdicts of the two sweeps {'agree' if same else 'DIFFER'}; folders in {out}")
 
