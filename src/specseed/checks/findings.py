@@ -142,6 +142,15 @@ class TokenDiff:
     """For a greedy request whose logits may differ: the two candidates' margin (None where
     not measured: a sampled request, identical logits, or no logits to measure with)."""
 
+    def event_keys(self) -> list[tuple[str, int]]:
+        """The (kind, index) of every sampling event behind the divergent token on either
+        side, draft events first, then target, then accept, each by index: the rows every
+        rendering of the RNG state shows."""
+        return sorted(
+            {(e.kind, e.index) for e in (*self.left.events, *self.right.events)},
+            key=lambda k: (["draft", "target", "accept"].index(k[0]), k[1]),
+        )
+
 
 @dataclass(frozen=True)
 class OffsetRow:

@@ -228,11 +228,7 @@ def render_diff(diff: TokenDiff) -> Group:
         f" first diverges at token {diff.position}: ",
         (ATTRIBUTION_TEXT[diff.attribution], "bold yellow"),
     )
-    keys = sorted(
-        {(e.kind, e.index) for e in diff.left.events}
-        | {(e.kind, e.index) for e in diff.right.events},
-        key=lambda k: (["draft", "target", "accept"].index(k[0]), k[1]),
-    )
+    keys = diff.event_keys()
     parts: list[RenderableType] = [header, tokens]
     if keys:
         # padding 1 and "row" for "kernel row": with two hex seeds and a run name the table

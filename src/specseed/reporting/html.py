@@ -789,10 +789,7 @@ def _diff(diff: TokenDiff) -> str:
         f"{esc(ATTRIBUTION_TEXT[diff.attribution])}</h4>",
         streams,
     ]
-    keys = sorted(
-        {(e.kind, e.index) for e in (*diff.left.events, *diff.right.events)},
-        key=lambda k: (["draft", "target", "accept"].index(k[0]), k[1]),
-    )
+    keys = diff.event_keys()
     if keys:
         parts.append(
             f'<p class="small">RNG state behind the first different token ({esc(diff.left.run)}: '

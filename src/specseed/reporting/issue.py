@@ -247,10 +247,7 @@ def _diff_markdown(diff: TokenDiff) -> list[str]:
         f"{right_label:<{width}}  {_tokens(diff.right.tokens, diff.window_start, diff.position)}"
     )
     lines += [*markdown_fence(tokens, "text").splitlines(), ""]
-    keys = sorted(
-        {(e.kind, e.index) for e in (*diff.left.events, *diff.right.events)},
-        key=lambda k: (["draft", "target", "accept"].index(k[0]), k[1]),
-    )
+    keys = diff.event_keys()
     if keys:
         lines.append(
             f"RNG state behind it ({md(diff.left.run)}: step {diff.left.step}, row "
