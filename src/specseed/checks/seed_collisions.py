@@ -22,7 +22,8 @@ Per pair with identical outputs, the probability that independent streams agree:
 What a collision points at: seeds equal in their low 32 bits (``seed-high-bits-dropped``,
 alone when some control pair of the group differs: an engine ignoring every seed would have
 joined those too), two unseeded requests (``unseeded-shared-stream`` and the defects that
-hand one stream to a call), different seeds (``engine-counter``, ``row0-seed``). Streams
+hand one stream to a call), different seeds (``engine-counter``, ``row0-seed``; and
+``children-shared-stream`` where both are of one request's ``n``). Streams
 shorter than ``MIN_TOKENS`` are not compared.
 """
 
@@ -68,6 +69,13 @@ def _tested(a: RequestInfo, b: RequestInfo) -> bool:
     return (a.seed & LOW_32) == (b.seed & LOW_32) and (a.seed & MASK_64) != (b.seed & MASK_64)
 
 
+def _family(info: RequestInfo) -> str | None:
+    """The request whose ``n`` made ``info`` (itself for a parent), None outside any ``n``."""
+    if info.parent is not None:
+        return info.parent
+    return info.request_id if (info.n or 1) > 1 else None
+
+
 def _suspects(
     a: RequestInfo, b: RequestInfo, controls_differ: bool, unseeded: bool
 ) -> list[Suspect]:
@@ -95,7 +103,13 @@ def _suspects(
             Suspect("row0-seed", f"{why}: both drew row 0's seed"),
         ]
     why = f"{pair} (different seeds) returned the same stream"
-    found = [
+    found = []
+    family = _family(a)
+    if family is not None and family == _family(b):
+        found.append(
+            Suspect("children-shared-stream", f"{why}: both are of {family}'s n, one stream")
+        )
+    found += [
         Suspect("engine-counter", f"{why}: no seed decides the stream"),
         Suspect("row0-seed", f"{why}: both drew row 0's seed"),
     ]
