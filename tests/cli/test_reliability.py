@@ -165,7 +165,8 @@ def test_full_disk_for_traces_keeps_every_finding(tmp_path: Path) -> None:
     assert f"Missing evidence: {trace}: File too large" in " ".join(err.split())
     data = json.loads(report.read_text())
     assert data["verdict"] == "pass" and data["exit_code"] == 5
-    assert [f["status"] for f in data["findings"]] == ["pass"] * 5  # judged on the full run
+    statuses = [f["status"] for f in data["findings"]]
+    assert len(statuses) >= 5 and set(statuses) == {"pass"}  # judged on the full run
     (missing,) = data["missing_evidence"]
     assert missing.startswith(f"{trace}: File too large; the file holds ")
     # What reached the disk reads as a truncated run, not as an engine crash.
@@ -182,8 +183,9 @@ def test_closed_stdout_keeps_the_json_and_junit_files(tmp_path: Path) -> None:
     rc = proc.wait(timeout=300)
     assert rc == 0, err
     assert "Traceback" not in err and "BrokenPipe" not in err
-    assert json.loads(report.read_text())["verdict"] == "pass"
-    assert ET.parse(junit).getroot().get("tests") == "5"
+    data = json.loads(report.read_text())
+    assert data["verdict"] == "pass"
+    assert ET.parse(junit).getroot().get("tests") == str(len(data["findings"]))
 
 
 def test_two_audits_on_one_trace_folder(tmp_path: Path) -> None:
@@ -253,6 +255,7 @@ def test_sigterm_as_the_report_appears_never_leaves_a_partial_file(tmp_path: Pat
     # Held until the reports were complete (143), or it came as the process left (-15, after
     # the handlers were restored) or after it ended (0): in every case both files are whole.
     assert rc in (0, 143, -signal.SIGTERM), err
-    assert ET.parse(junit).getroot().get("tests") == "5"
-    assert json.loads(report.read_text())["verdict"] == "pass"
+    data = json.loads(report.read_text())
+    assert data["verdict"] == "pass"
+    assert ET.parse(junit).getroot().get("tests") == str(len(data["findings"]))
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
