@@ -3,6 +3,7 @@ worker processes give the findings of a serial audit."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -616,7 +617,13 @@ def test_a_signal_stops_the_matrix_and_every_worker(tmp_path: Path, jobs: str) -
     first = proc.stderr.readline()
     assert "[1/" in first and "audited with defect" in first, first
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=120)
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:  # hung: leave no process to a later test's marker
+        for pid in [proc.pid, *_processes_with(marker)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        raise
     assert proc.returncode == 143, out + err
     assert "interrupted by SIGTERM: the matrix is incomplete" in " ".join(err.split())
     assert "Traceback" not in err

@@ -366,7 +366,10 @@ class _Pool(ProcessPoolExecutor):
 
     def __init__(self, workers: int, context: multiprocessing.context.BaseContext, *args: Any):
         # The signal number, 0 until the parent stops the pool (read by ``_raise_interrupt``).
-        self.stop_signal = context.Value("i", 0)
+        # No lock: the workers read it in a signal handler, and a second SIGTERM (the pool is
+        # stopped again as it shuts down) arriving while a first handler held the lock left
+        # the worker, and the audit waiting for it, deadlocked. One aligned int is read whole.
+        self.stop_signal = context.Value("i", 0, lock=False)
         super().__init__(
             workers,
             mp_context=context,
