@@ -34,6 +34,7 @@ from specseed.engine_adapters.base import (
     RunOutcome,
     RunPlan,
     RunStart,
+    TrafficLimits,
     held_at_once,
     held_within,
     options_of,
@@ -219,6 +220,9 @@ class ReferenceEngine(EngineAdapter):
                 f"prompt token ids {bad[:5]} are outside the vocabulary (size {self.vocab_size})"
             )
         return tuple(prompt)
+
+    def traffic_limits(self) -> TrafficLimits:
+        return TrafficLimits(self.vocab_size, min(self.target.max_seq_len, self.draft.max_seq_len))
 
     def start_run(self, plan: RunPlan) -> RunStart:
         # Every run gets fresh engine state (slots, caches, counters); only weights are shared.
