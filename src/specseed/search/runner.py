@@ -75,6 +75,11 @@ class SearchOptions:
     max_requests: int = 5
     max_tokens: int = 12
     statistical: bool = True
+    max_scenarios: int | None = None
+    """Most cases a slice judges while drawing (None: as many as its time allows); with
+    ``shrink_scenarios``, a search that does not depend on the machine's speed."""
+    shrink_scenarios: int | None = None
+    """Most cases judged while shrinking (None: as many as ``shrink_seconds`` allows)."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +174,17 @@ class _Outcome:
     @property
     def check(self) -> str | None:
         return self.failing[0] if self.failing and self.confirmed else None
+
+
+class StopSearch(KeyboardInterrupt):
+    """Raised inside Hypothesis to end a run at once, as an interrupt ends it (nothing saved
+    to the example database, nothing shrunk): the slice's time or cases are spent, or the
+    shrinking budget is (the smallest failing case seen so far stands)."""
+
+
+SHRINK_CALLS_PER_CASE = 4
+"""Hypothesis's calls while shrinking, per case ``shrink_scenarios`` allows (most calls meet a
+case already judged, but each still draws one)."""
 
 
 class SearchFailure(Exception):
@@ -289,11 +305,15 @@ class _Slice:
         self.best: tuple[dict[str, Any], _Outcome] | None = None
         self.steps = 0
         """Smaller failing cases the shrinker reached."""
+        self.shrink_calls = 0
 
     # -- time ----------------------------------------------------------------------------
 
     def drawing_over(self) -> bool:
         if time.time() >= self.until:
+            return True
+        cap = self.options.max_scenarios
+        if cap is not None and self.result.scenarios_run >= cap:
             return True
         stop = self.options.stop_file
         return stop is not None and os.path.exists(stop)
@@ -304,13 +324,14 @@ class _Slice:
         """Hypothesis's predicate: never true; raises the check's ``SearchFailure`` for a
         confirmed failing case (while shrinking: only for the check being shrunk)."""
         key = json.dumps(case, sort_keys=True)
+        if self.target is not None:
+            self.shrink_calls += 1
+            if self._shrinking_over():
+                raise StopSearch
+        elif self.drawing_over():
+            raise StopSearch
         outcome = self.judged.get(key)
         if outcome is None:
-            if self.target is not None:
-                if time.time() >= self.shrink_until:
-                    return False
-            elif self.drawing_over():
-                return False
             outcome = self._judge(case)
             if outcome is None:
                 return False
@@ -330,6 +351,16 @@ class _Slice:
             self.steps += 1
             self._emit("shrunk", self.target, size_text(case))
         raise failure_class(self.target)(case, outcome)
+
+    def _shrinking_over(self) -> bool:
+        if time.time() >= self.shrink_until:
+            return True
+        cap = self.options.shrink_scenarios
+        assert self.first is not None
+        if cap is None:
+            return False
+        judged = self.result.scenarios_run - self.first.cases_before
+        return judged >= cap or self.shrink_calls > cap * SHRINK_CALLS_PER_CASE
 
     # -- judging -------------------------------------------------------------------------
 
@@ -482,6 +513,11 @@ def search_slice(
         rounds += 1
         try:
             _hypothesis_run(strategy, state.condition, config, random.getrandbits(64))
+        except StopSearch:
+            if state.first is not None:  # shrinking stopped: the smallest failing case stands
+                state.result.failures.append(_final(state, None))
+                break
+            continue  # drawing is over: the loop ends
         except KeyboardInterrupt:
             state.result.interrupted = True
             break

@@ -32,11 +32,11 @@ field unset, no extra run.
 from __future__ import annotations
 
 import copy
-import math
+import functools
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import annotated_types
 from hypothesis import assume
@@ -144,11 +144,15 @@ def _rounded(low: float, high: float, digits: int = 2) -> st.SearchStrategy[floa
 def _prompt(bounds: TrafficBounds, kind: RequestKind) -> st.SearchStrategy[Any]:
     ids = st.integers(0, bounds.vocab_size - 1)
     longest = bounds.longest_prompt
-    branches = [st.lists(ids, min_size=1, max_size=min(8, longest))]
+    branches: list[st.SearchStrategy[Any]] = [st.lists(ids, min_size=1, max_size=min(8, longest))]
     if longest > 8:
         branches.append(st.lists(ids, min_size=9, max_size=min(64, longest)))
     if longest > 64:
-        branches.append(st.lists(ids, min_size=65, max_size=longest))
+        # A long prompt repeats a short drawn pattern: a few choices to draw and to shrink
+        # (its length shrinks toward 65), where 200 drawn ids made every draw slow.
+        pattern = st.lists(ids, min_size=1, max_size=8)
+        long = st.tuples(pattern, st.integers(65, longest))
+        branches.append(long.map(lambda p: [p[0][i % len(p[0])] for i in range(p[1])]))
     text = st.text(st.sampled_from("abcdefghij klmnopqrstuvwxyz"), min_size=1, max_size=24)
     branches.append(text.filter(lambda t: len(t.encode()) <= longest))
     return st.one_of(*branches)
@@ -211,48 +215,52 @@ NOT_COPIED = frozenset({"n"})
 """Fields a request copied for the ``distribution`` check must leave unset."""
 
 
-def _bounds_of(info: FieldInfo) -> tuple[float | None, float | None, bool, bool]:
-    low = high = None
+def _bounds_of(metadata: Sequence[Any]) -> tuple[Any, Any, bool, bool]:
+    """(low, high, low excluded, high excluded) from a field's annotated-types bounds."""
+    low: Any = None
+    high: Any = None
     open_low = open_high = False
-    for item in info.metadata:
+    for item in metadata:
+        if isinstance(item, FieldInfo):  # Annotated[int, Field(ge=0)]
+            return _bounds_of(item.metadata)
         if isinstance(item, annotated_types.Ge):
-            low = item.ge  # type: ignore[assignment]
+            low = item.ge
         elif isinstance(item, annotated_types.Gt):
-            low, open_low = item.gt, True  # type: ignore[assignment]
+            low, open_low = item.gt, True
         elif isinstance(item, annotated_types.Le):
-            high = item.le  # type: ignore[assignment]
+            high = item.le
         elif isinstance(item, annotated_types.Lt):
-            high, open_high = item.lt, True  # type: ignore[assignment]
+            high, open_high = item.lt, True
     return low, high, open_low, open_high
 
 
-def _from_type(annotation: Any, info: FieldInfo) -> st.SearchStrategy[Any] | None:
+def _from_type(annotation: Any, metadata: Sequence[Any]) -> st.SearchStrategy[Any] | None:
     """A small strategy for a field's type, within its bounds; None when the type says too
     little (the field then stays unset)."""
     origin = get_origin(annotation)
+    if origin is Annotated:
+        inner, *extra = get_args(annotation)
+        return _from_type(inner, [*metadata, *extra])
     if origin in (Union, types.UnionType):
         parts = [a for a in get_args(annotation) if a is not type(None)]
-        found = [s for s in (_from_type(a, info) for a in parts) if s is not None]
+        found = [s for s in (_from_type(a, metadata) for a in parts) if s is not None]
         return st.one_of(*found) if found else None
     if origin is Literal:
         return st.sampled_from(get_args(annotation))
-    low, high, open_low, open_high = _bounds_of(info)
+    low, high, open_low, open_high = _bounds_of(metadata)
     if annotation is bool:
         return st.booleans()
     if annotation is int:
-        lo = int(low) + (1 if open_low else 0) if low is not None else 0
-        hi = int(high) - (1 if open_high else 0) if high is not None else lo + 16
-        return st.integers(lo, min(hi, lo + 16))
+        first = int(low) + (1 if open_low else 0) if low is not None else 0
+        last = int(high) - (1 if open_high else 0) if high is not None else first + 16
+        return st.integers(first, min(last, first + 16))
     if annotation is float:
-        lo = float(low) if low is not None else 0.0
-        hi = float(high) if high is not None else lo + 2.0
-        hi = min(hi, lo + 4.0)
-        return st.floats(lo, hi, exclude_min=open_low, exclude_max=open_high).map(
-            lambda x: x if math.isclose(x, round(x, 3)) else round(x, 3)
-        )
+        bottom = float(low) if low is not None else 0.0
+        top = min(float(high) if high is not None else bottom + 2.0, bottom + 4.0)
+        return st.floats(bottom, top, exclude_min=open_low, exclude_max=open_high)
     if origin is list:
-        (item,) = get_args(annotation) or (None,)
-        inner = _from_type(item, FieldInfo(annotation=item)) if item is not None else None
+        args = get_args(annotation)
+        inner = _from_type(args[0], ()) if args else None
         return None if inner is None else st.lists(inner, min_size=1, max_size=3)
     return None
 
@@ -260,7 +268,7 @@ def _from_type(annotation: Any, info: FieldInfo) -> st.SearchStrategy[Any] | Non
 def generic_field(name: str, info: FieldInfo) -> FieldStrategy | None:
     """The strategy of a request field with no entry in :data:`REQUEST_FIELDS`: its type
     within its bounds (small values), or None when its type says too little."""
-    inner = _from_type(info.annotation, info)
+    inner = _from_type(info.annotation, info.metadata)
     if inner is None:
         return None
     strategy = optional(inner)
@@ -276,26 +284,42 @@ def field_strategies() -> dict[str, FieldStrategy | None]:
     }
 
 
-@st.composite
+@functools.lru_cache(maxsize=64)
+def _field_draws(
+    bounds: TrafficBounds, kind: RequestKind, copied: bool
+) -> tuple[tuple[str, st.SearchStrategy[Any]], ...]:
+    """Each field's strategy for a request of ``kind``, built once per bounds."""
+    return tuple(
+        (name, strategy(bounds, kind))
+        for name, strategy in field_strategies().items()
+        if strategy is not None and not (copied and name in NOT_COPIED)
+    )
+
+
+@functools.lru_cache(maxsize=64)
 def requests(
-    draw: st.DrawFn, bounds: TrafficBounds, kind: RequestKind, *, copied: bool = False
-) -> dict[str, Any]:
+    bounds: TrafficBounds, kind: RequestKind, *, copied: bool = False
+) -> st.SearchStrategy[dict[str, Any]]:
     """One request of ``kind``: every field drawn from its strategy (``copied``: for the
     ``distribution`` check, without the fields copies refuse)."""
-    request: dict[str, Any] = {}
-    for name, strategy in field_strategies().items():
-        if strategy is None or (copied and name in NOT_COPIED):
-            continue
-        value = draw(strategy(bounds, kind))
-        if value is not UNSET:
-            request[name] = value
-    if kind == "unseeded":
-        request["seed"] = None
-    try:
-        RequestSpec.model_validate(request)
-    except ValidationError:
-        assume(False)  # a combination the model refuses (a rule across fields)
-    return request
+    fields = _field_draws(bounds, kind, copied)
+
+    @st.composite
+    def request(draw: st.DrawFn) -> dict[str, Any]:
+        drawn: dict[str, Any] = {}
+        for name, strategy in fields:
+            value = draw(strategy)
+            if value is not UNSET:
+                drawn[name] = value
+        if kind == "unseeded":
+            drawn["seed"] = None
+        try:
+            RequestSpec.model_validate(drawn)
+        except ValidationError:
+            assume(False)  # a combination the model refuses (a rule across fields)
+        return drawn
+
+    return request()
 
 
 # -- cases ----------------------------------------------------------------------------------
@@ -365,7 +389,7 @@ def _expect(bounds: TrafficBounds, variant: str, runs: list[str], **extra: Any) 
 def invariance_cases(draw: st.DrawFn, bounds: TrafficBounds) -> dict[str, Any]:
     """A batch of requests and the runs that test its invariants."""
     # Each request with its arrival step: deleting one leaves the others' as they were.
-    any_kind = st.sampled_from(KINDS).flatmap(lambda kind: requests(bounds, kind))
+    any_kind = st.one_of(*(requests(bounds, kind) for kind in KINDS))
     arrival = st.one_of(st.just(0), st.integers(1, 8))
     pairs = draw(st.lists(st.tuples(any_kind, arrival), min_size=1, max_size=bounds.max_requests))
     drawn = [request for request, _ in pairs]

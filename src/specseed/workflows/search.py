@@ -159,8 +159,10 @@ class Search(Workflow):
     same seed draws the same cases in the same order). ``database``: the example database (a
     folder or ``redis://...``; default: ``DIR/.hypothesis`` with a bundle, else none).
     ``jobs``: worker processes (``"auto"``: one per CPU for the reference engine's built-in
-    model on the CPU). ``json``: the search's JSON document. ``adapter``: an engine already
-    built (one process).
+    model on the CPU). ``json``: the search's JSON document. ``max_scenarios``,
+    ``shrink_scenarios``: caps on the cases judged while drawing (per worker share) and while
+    shrinking, for a search that does not depend on the machine's speed. ``adapter``: an
+    engine already built (one process).
     """
 
     def __init__(
@@ -177,6 +179,8 @@ class Search(Workflow):
         max_requests: int = 5,
         max_tokens: int = 12,
         statistical: bool = True,
+        max_scenarios: int | None = None,
+        shrink_scenarios: int | None = None,
         adapter: Any = None,
         on_event: EventHandler | None = None,
     ) -> None:
@@ -191,6 +195,8 @@ class Search(Workflow):
         self.max_requests = max_requests
         self.max_tokens = max_tokens
         self.statistical = statistical
+        self.max_scenarios = max_scenarios
+        self.shrink_scenarios = shrink_scenarios
         self.adapter = adapter
         self._progress = SearchProgress(None, show=False)
         self._scratch_log: Path | None = None
@@ -285,6 +291,8 @@ class Search(Workflow):
                 max_requests=self.max_requests,
                 max_tokens=self.max_tokens,
                 statistical=self.statistical,
+                max_scenarios=self.max_scenarios,
+                shrink_scenarios=self.shrink_scenarios,
             )
             try:
                 with self.session(

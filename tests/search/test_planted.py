@@ -1,0 +1,84 @@
+"""The search finds what the built-in library cannot (issue 37).
+
+Each defect planted for the search (``core.defects.SEARCH_ONLY_DEFECTS``) passes the
+built-in library (``tests/test_detection_matrix.py`` audits the library with each one
+injected); here a search on the reference engine with it injected finds a failure, confirms
+it and shrinks it to at most three requests, and a search of the correct engine with the
+same seed and caps finds nothing. The searches are capped in cases judged, not in seconds,
+with a fixed seed: the same cases on any machine, whatever its speed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from specseed.core.defects import SEARCH_ONLY_DEFECT_IDS
+from specseed.engine_adapters.base import EngineAdapter
+from specseed.plan.planning import base_settings
+from specseed.plan.resolve import resolve_audit
+from specseed.run.execute import create_adapter
+from specseed.scenarios.schema import AuditConfig
+from specseed.workflows.search import Search, SearchOutcome
+
+SEEDS = {
+    "long-prefill-shift": 0,
+    "seed-low-bits": 0,
+    "slot-reuse-offset": 0,
+    "knob-combo-window": 0,
+}
+"""A search seed per defect (each found within :data:`MAX_SCENARIOS` cases)."""
+MAX_SCENARIOS = 40
+SHRINK_SCENARIOS = 120
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[EngineAdapter]:
+    # One engine for every search: the injected defect travels in each run's settings.
+    adapter = create_adapter(base_settings(AuditConfig(), Path.cwd()))
+    yield adapter
+    adapter.close()
+
+
+def search(engine: EngineAdapter, defects: list[str], seed: int) -> SearchOutcome:
+    resolved = resolve_audit({"engine": {"options": {"defects": defects}}}, scenarios=False)
+    return Search(
+        resolved,
+        budget=3600,
+        seed=seed,
+        shrink_budget=3600,
+        max_scenarios=MAX_SCENARIOS,
+        shrink_scenarios=SHRINK_SCENARIOS,
+        adapter=engine,
+    ).run()
+
+
+def test_every_planted_defect_has_a_seed() -> None:
+    assert set(SEEDS) == set(SEARCH_ONLY_DEFECT_IDS)
+
+
+@pytest.mark.parametrize("defect", SEARCH_ONLY_DEFECT_IDS)
+def test_search_finds_each_planted_defect_and_shrinks_it(
+    engine: EngineAdapter, defect: str
+) -> None:
+    outcome = search(engine, [defect], SEEDS[defect])
+    result = outcome.result
+    assert outcome.exit_code == 1, (defect, result.candidates)
+    (failure,) = result.failures
+    found = failure.found
+    assert found.confirmations >= 1
+    assert len(failure.scenario.requests) <= 3, failure.yaml
+    assert found.cases_before <= MAX_SCENARIOS
+    # The report audited the minimal scenario again: it still fails, on the same check.
+    assert result.audit is not None
+    failing = {f.check for f in result.audit.findings if f.status == "fail"}
+    assert found.check in failing, (found.check, failing)
+
+
+def test_the_correct_engine_gives_no_failure_on_the_same_cases(engine: EngineAdapter) -> None:
+    outcome = search(engine, [], 0)
+    assert outcome.exit_code == 0, [f.yaml for f in outcome.result.failures]
+    assert outcome.result.scenarios_run == MAX_SCENARIOS
+    assert not outcome.result.candidates
