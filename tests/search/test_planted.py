@@ -5,7 +5,8 @@ built-in library (``tests/test_detection_matrix.py`` audits the library with eac
 injected); here a search on the reference engine with it injected finds a failure, confirms
 it and shrinks it to at most three requests, and a search of the correct engine with the
 same seed and caps finds nothing. The searches are capped in cases judged, not in seconds,
-with a fixed seed: the same cases on any machine, whatever its speed.
+with a fixed seed: the same cases on any machine, whatever its speed. One of them runs on two
+worker processes (``--jobs 2``), which every worker leaves at the first confirmed failure.
 """
 
 from __future__ import annotations
@@ -21,17 +22,21 @@ from specseed.plan.planning import base_settings
 from specseed.plan.resolve import resolve_audit
 from specseed.run.execute import create_adapter
 from specseed.scenarios.schema import AuditConfig
+from specseed.workflows.outputs import AuditOutputs
 from specseed.workflows.search import Search, SearchOutcome
 
 SEEDS = {
     "long-prefill-shift": 0,
     "seed-low-bits": 0,
-    "slot-reuse-offset": 0,
+    "slot-reuse-offset": 4,
     "knob-combo-window": 0,
 }
 """A search seed per defect (each found within :data:`MAX_SCENARIOS` cases)."""
-MAX_SCENARIOS = 40
-SHRINK_SCENARIOS = 120
+JOBS = {"seed-low-bits": 2}
+"""Worker processes per defect (the others search in this process, on one engine)."""
+MAX_SCENARIOS = 30
+SHRINK_SCENARIOS = 30
+MAX_TOKENS = 8
 
 
 @pytest.fixture(scope="module")
@@ -42,16 +47,18 @@ def engine() -> Iterator[EngineAdapter]:
     adapter.close()
 
 
-def search(engine: EngineAdapter, defects: list[str], seed: int) -> SearchOutcome:
+def search(engine: EngineAdapter, defects: list[str], seed: int, jobs: int = 1) -> SearchOutcome:
     resolved = resolve_audit({"engine": {"options": {"defects": defects}}}, scenarios=False)
     return Search(
         resolved,
+        AuditOutputs(jobs=jobs),
         budget=3600,
         seed=seed,
         shrink_budget=3600,
         max_scenarios=MAX_SCENARIOS,
         shrink_scenarios=SHRINK_SCENARIOS,
-        adapter=engine,
+        max_tokens=MAX_TOKENS,
+        adapter=engine if jobs == 1 else None,
     ).run()
 
 
@@ -63,8 +70,9 @@ def test_every_planted_defect_has_a_seed() -> None:
 def test_search_finds_each_planted_defect_and_shrinks_it(
     engine: EngineAdapter, defect: str
 ) -> None:
-    outcome = search(engine, [defect], SEEDS[defect])
+    outcome = search(engine, [defect], SEEDS[defect], JOBS.get(defect, 1))
     result = outcome.result
+    assert result.workers == JOBS.get(defect, 1)
     assert outcome.exit_code == 1, (defect, result.candidates)
     (failure,) = result.failures
     found = failure.found

@@ -157,7 +157,7 @@ def test_the_search_reaches_the_edges_the_issue_names() -> None:
     assert twins and "pair differing in high bits only" in seen["seeds"]
     assert {"1", "context max"} <= seen["prompt"]
     assert "warmup above max" in seen["warmup"] and "prior traffic" in seen["warmup"]
-    assert any(b.endswith(", reused") for b in seen["slots"])
+    assert any(b.endswith(", slots reused") for b in seen["slots"])
     assert {"K=0", "K=1", "K=4"} <= seen["drafts"]
     assert {"again", "alone", "permuted", "uptime", "overlap", "k0"} <= seen["runs"]
     assert "staggered" in seen["arrivals"]

@@ -23,7 +23,7 @@ DIMENSIONS: tuple[tuple[str, str], ...] = (
     ("seeds", "seeds"),
     ("prompt", "prompt length (tokens)"),
     ("tokens", "max_tokens"),
-    ("slots", "max_num_requests; slots reused"),
+    ("slots", "max_num_requests"),
     ("arrivals", "arrivals"),
     ("warmup", "warmup, prior traffic"),
     ("drafts", "draft length K"),
@@ -63,6 +63,14 @@ def prompt_bin(length: int, longest: int) -> str:
         if length <= top:
             return f"<= {top}"
     return "> 128"
+
+
+def tokens_bin(count: int) -> str:
+    """The max_tokens bin of ``count``."""
+    for low, high in ((1, 1), (2, 4), (5, 8), (9, 16)):
+        if count <= high:
+            return str(low) if low == high else f"{low}-{high}"
+    return "> 16"
 
 
 @dataclass
@@ -132,14 +140,14 @@ def case_coverage(
         cov.add("seeds", "pair differing in high bits only")
     for request in requests.values():
         cov.add("prompt", prompt_bin(_prompt_length(request["prompt"]), longest_prompt))
-        cov.add("tokens", str(request.get("max_tokens", 16)))
+        cov.add("tokens", tokens_bin(request.get("max_tokens", 16)))
         for name in sampling_fields:
             if request.get(name) is not None and name not in ("prompt", "seed", "max_tokens"):
                 cov.add("knobs", name)
     engine = base.get("engine") or {}
     slots = engine.get("max_num_requests", max_num_requests)
     reused = _slots_reused(scenario, base, max_num_requests)
-    cov.add("slots", f"{slots}" + (", reused" if reused else ""))
+    cov.add("slots", f"{slots}, slots reused" if reused else str(slots))
     cov.add("arrivals", "staggered" if base.get("arrivals") else "all at step 0")
     cov.add("drafts", f"K={engine.get('max_draft_len', max_draft_len)}")
     if engine.get("verification") == "strict":

@@ -128,8 +128,8 @@ def coverage_table(coverage: Coverage, unexplored: Sequence[str] = ()) -> Table:
         for i, (name, count) in enumerate(bins):
             if i:
                 cell.append(" · ", style="dim")
-            cell.append(f"{name} ")
-            cell.append(str(count), style="dim")
+            cell.append(name)
+            cell.append(f" ({count})", style="dim")
         table.add_row(label, cell)
     if unexplored:
         table.add_row("not explored", Text(", ".join(unexplored) + " (no strategy)", style="dim"))

@@ -292,7 +292,9 @@ class _Slice:
             fixed_settings=limits.fixed_settings,
             max_requests=self.options.max_requests,
             max_tokens=self.options.max_tokens,
-            statistical=self.options.statistical,
+            # A server's distribution is judged only where specseed loads its checkpoint,
+            # and a K = 0 baseline needs a setting it cannot change: no statistical cases.
+            statistical=self.options.statistical and not limits.fixed_settings,
             comparisons=registered_comparison_ids(),
         )
         strategies = field_strategies()
