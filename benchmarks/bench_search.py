@@ -40,21 +40,23 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from perf_page import add_write_docs, docs_section  # noqa: E402
+from perf_page import add_write_docs, docs_section
 
-from specseed.core.defects import SEARCH_ONLY_DEFECT_IDS  # noqa: E402
-from specseed.plan.resolve import resolve_audit  # noqa: E402
-from specseed.search.runner import size_text  # noqa: E402
-from specseed.search.statistics import alarm_budget  # noqa: E402
-from specseed.workflows.outputs import AuditOutputs  # noqa: E402
-from specseed.workflows.search import Search, SearchOutcome  # noqa: E402
+from specseed.core.defects import SEARCH_ONLY_DEFECT_IDS
+from specseed.plan.resolve import resolve_audit
+from specseed.search.runner import size_text
+from specseed.search.statistics import alarm_budget
+from specseed.workflows.outputs import AuditOutputs
+from specseed.workflows.search import Search, SearchOutcome
 
 
 def load() -> str:
-    return "load %.1f" % os.getloadavg()[0]
+    return f"load {os.getloadavg()[0]:.1f}"
 
 
-def search(defects: list[str], seconds: float, seed: int, jobs: int, shrink: float) -> SearchOutcome:
+def search(
+    defects: list[str], seconds: float, seed: int, jobs: int, shrink: float
+) -> SearchOutcome:
     resolved = resolve_audit({"engine": {"options": {"defects": defects}}}, scenarios=False)
     outputs = AuditOutputs(jobs=jobs)
     return Search(resolved, outputs, budget=seconds, seed=seed, shrink_budget=shrink).run()
@@ -73,7 +75,9 @@ def throughput(args: argparse.Namespace, clean: list[SearchOutcome]) -> None:
     clean.append(outcome)
     result = outcome.result
     minutes = result.seconds / 60
-    print(f"1. throughput: a search of the correct engine, {args.seconds:.0f} s, --jobs {args.jobs}")
+    print(
+        f"1. throughput: a search of the correct engine, {args.seconds:.0f} s, --jobs {args.jobs}"
+    )
     print(
         f"   {result.scenarios_run} scenarios, {result.runs_served} runs in "
         f"{time.time() - started:.0f} s: {result.scenarios_run / minutes:.0f} scenarios/min, "
@@ -119,7 +123,9 @@ def false_alarms(args: argparse.Namespace, clean: list[SearchOutcome]) -> None:
         f"{tests} statistical tests: {candidates} candidates, {reported} reported"
     )
     budget = alarm_budget(args.seconds, args.jobs)
-    print(f"   the search's budget for {args.seconds:.0f} s on {args.jobs} workers: {budget.text()}")
+    print(
+        f"   the search's budget for {args.seconds:.0f} s on {args.jobs} workers: {budget.text()}"
+    )
     rng = random.Random(37)
     alpha = args.sim_alpha
     sim = alarm_budget(args.seconds, args.jobs, alpha=alpha, target=0.5)

@@ -57,8 +57,8 @@ def prompt_bin(length: int, longest: int) -> str:
     """The prompt-length bin of ``length`` tokens, ``longest`` the longest allowed."""
     if length == 1:
         return "1"
-    if length >= longest:
-        return "context max"
+    if length >= 0.9 * longest:
+        return "near the context length"
     for top in (8, 64, 128):
         if length <= top:
             return f"<= {top}"
