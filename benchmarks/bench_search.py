@@ -154,7 +154,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--find-budget", type=float, default=180.0)
     parser.add_argument("--shrink-budget", type=float, default=60.0)
-    parser.add_argument("--simulations", type=int, default=2000)
+    parser.add_argument("--simulations", type=int, default=20000)
     parser.add_argument("--sim-alpha", type=float, default=0.02)
     add_write_docs(parser)
     args = parser.parse_args()

@@ -70,6 +70,8 @@ def test_a_failure_is_bundled_and_a_rerun_tries_it_first(tmp_path: Path) -> None
         (["--budget", "soon"], "cannot read the duration"),
         (["--budget", "0s"], "is zero"),
         (["--jobs", "0"], "--jobs 0"),
+        (["--database", "redis://127.0.0.1:9/0"], "redis"),
+        (["--database", "no/such/folder/db"], "does not exist"),
     ],
 )
 def test_bad_flags_are_exit_2(args: list[str], message: str) -> None:

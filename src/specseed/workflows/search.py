@@ -214,7 +214,16 @@ class Search(Workflow):
         )
         check_writable(self.json, "JSON report")
         spec = self.database_spec
-        if spec is not None and not spec.startswith(("redis://", "rediss://")):
+        if spec is not None and spec.startswith(("redis://", "rediss://")):
+            try:
+                import redis  # noqa: F401
+                from hypothesis.extra.redis import RedisExampleDatabase  # noqa: F401
+            except ImportError:
+                raise InputError(
+                    "--database redis://...: the redis package is not installed",
+                    hint="pip install redis, or give a folder",
+                ) from None
+        elif spec is not None:
             check_writable(Path(spec), "example database", directory=True)
 
     def consoles(self) -> Any:
