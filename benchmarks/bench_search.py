@@ -106,10 +106,15 @@ def planted(args: argparse.Namespace) -> None:
                     (len(it.scenario["requests"]), len(it.scenario["runs"]), size_text(it.scenario))
                 )
         largest = max(sizes, default=None)
+        requests = [float(size[0]) for size in sizes]
+        small = sum(1 for size in sizes if size[0] <= 3)
         print(f"   {defect}: found in {len(found)} of {args.seeds}; {load()}")
         print(f"     seconds to find: {spread(found, '%.1f')}; scenarios before: {spread(cases)}")
         print(f"     shrink steps: {spread(steps)}; scenarios while shrinking: {spread(shrunk)}")
-        print(f"     largest final size: {largest[2] if largest else '-'}")
+        print(
+            f"     final requests: {spread(requests)}; <= 3 requests in {small} of {len(sizes)}; "
+            f"largest: {largest[2] if largest else '-'}"
+        )
 
 
 def false_alarms(args: argparse.Namespace, clean: list[SearchOutcome]) -> None:
