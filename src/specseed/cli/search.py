@@ -24,8 +24,8 @@ family-wise false-alarm rate. The first confirmed failure is shrunk (fewest requ
 shortest prompts, smallest values) and reported as audit --bundle reports it.
 
 With no MODEL_YAML, searches the embedded reference engine. Exit codes: 0 no failure within
-the budget, 1 a confirmed failure, 2 bad input, 3 the engine could not run, 5 an output
-could not be written, 130/143 interrupted.
+the budget, 1 a confirmed failure, 2 bad input, 3 the engine could not run, 4 no scenario
+judged, 5 an output could not be written, 130/143 interrupted.
 
 [bold]Examples[/]
 

@@ -19,9 +19,9 @@ first. ``--json`` writes the search's own document: ``scenarios_run``, ``failure
 with its minimal scenario as YAML and its root causes), the candidates, the false-alarm
 budget and the coverage.
 
-Exit codes: 1 a confirmed failure; 0 none within the budget; 130/143 interrupted (what was
-searched is still reported); 5 an output could not be written; 2 bad input; 3 the engine
-could not run.
+Exit codes: 1 a confirmed failure; 0 none within the budget; 4 no scenario judged (the engine
+refused every one, or the budget ended first); 130/143 interrupted (what was searched is still
+reported); 5 an output could not be written; 2 bad input; 3 the engine could not run.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,7 +63,13 @@ from specseed.search.runner import (
 )
 from specseed.search.statistics import DEFAULT_TARGET, AlarmBudget, alarm_budget
 from specseed.workflows.base import Interrupts, Workflow
-from specseed.workflows.exit_codes import EXIT_OK, EXIT_OUTPUT, EXIT_SIGNAL, EXIT_VIOLATION
+from specseed.workflows.exit_codes import (
+    EXIT_NOTHING_CHECKED,
+    EXIT_OK,
+    EXIT_OUTPUT,
+    EXIT_SIGNAL,
+    EXIT_VIOLATION,
+)
 from specseed.workflows.minimize import scenario_yaml
 from specseed.workflows.outputs import AuditOutputs, check_output_paths, check_writable
 
@@ -345,8 +351,12 @@ class Search(Workflow):
         found: list[FoundFailure] = []
         with progress:
             if session.workers(workers) <= 1:
+                engine = session.engine()  # loaded first: the budget is time to search
+                now = time.time()
+                options = replace(options, started=now, deadline=now + self.budget)
+                progress.started = now
                 item = SearchSlice(options, 0, self.budget, result.alarm.max_tests)
-                part = search_slice(session.engine(), item, self._on_case)
+                part = search_slice(engine, item, self._on_case)
                 result.add(part)
                 if part.interrupted:
                     raise KeyboardInterrupt
@@ -526,7 +536,9 @@ class Search(Workflow):
             return EXIT_SIGNAL.get(result.interrupted, EXIT_SIGNAL["SIGINT"])
         if result.failures:
             return EXIT_VIOLATION
-        return EXIT_OUTPUT if problems else EXIT_OK
+        if problems:
+            return EXIT_OUTPUT
+        return EXIT_OK if result.scenarios_run else EXIT_NOTHING_CHECKED
 
     def _verdict(self, result: SearchResult, code: int) -> list[str]:
         searched = (
@@ -565,6 +577,11 @@ class Search(Workflow):
                 lines.append("[dim]give --bundle DIR to keep the traces for a bug report[/]")
             checks = ", ".join(f.found.check for f in result.failures)
             lines.append(f"[red]FAIL[/]: {escape(checks)} after {searched} (exit {code})")
+        elif not result.scenarios_run:
+            lines.append(
+                f"[yellow]NOTHING CHECKED[/]: no scenario was judged within "
+                f"{duration(self.budget)} ({result.refused} refused by the engine) (exit {code})"
+            )
         else:
             lines.append(
                 f"[green]PASS[/]: no failure in {searched} within {duration(self.budget)} "
