@@ -28,8 +28,8 @@ from specseed.workflows.search import Search, SearchOutcome
 SEEDS = {
     "long-prefill-shift": 0,
     "seed-low-bits": 0,
-    "slot-reuse-offset": 4,
-    "knob-combo-window": 0,
+    "slot-reuse-offset": 2,
+    "knob-combo-window": 4,
 }
 """A search seed per defect (each found within :data:`MAX_SCENARIOS` cases)."""
 JOBS = {"seed-low-bits": 2}

@@ -24,7 +24,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from random import Random
@@ -549,7 +550,37 @@ def _hypothesis_run(
     test._hypothesis_internal_use_seed = seed  # type: ignore[attr-defined]
     wrapped = config(given(strategy)(test))
     wrapped._hypothesis_internal_database_key = DATABASE_KEY
-    wrapped()
+    with _no_local_constants():
+        wrapped()
+
+
+@contextmanager
+def _no_local_constants() -> Iterator[None]:
+    """Hypothesis (6.131 on) also draws literals it finds in the source of the local modules
+    loaded so far, and which are loaded depends on what ran before (an import on first use,
+    a test module beside): the same seed would draw other cases. Off while the search draws,
+    so that a seed draws the same cases; where a Hypothesis release lacks the hook, it stays
+    on (the search still runs)."""
+    from hypothesis.internal.conjecture import providers
+
+    local = getattr(providers, "_get_local_constants", None)
+    constants = getattr(providers, "Constants", None)
+    if local is None or constants is None:
+        yield
+        return
+
+    def forget() -> None:  # the constants allowed per draw, remembered with the local ones
+        cache = getattr(getattr(providers, "CONSTANTS_CACHE", None), "cache", None)
+        if cache is not None:
+            cache.clear()
+
+    providers._get_local_constants = constants  # an empty set of constants
+    forget()
+    try:
+        yield
+    finally:
+        providers._get_local_constants = local
+        forget()
 
 
 def _final(state: _Slice, raised: SearchFailure | None) -> FoundFailure:
