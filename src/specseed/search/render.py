@@ -75,6 +75,7 @@ class SearchProgress:
 
     def __init__(self, console: Console | None, *, show: bool = True) -> None:
         self.console = console
+        """Where the header and the progress go (None: nowhere)."""
         self.show = show and console is not None
         self.live = self.show and console is not None and console.is_terminal
         self.started = time.time()
@@ -93,9 +94,9 @@ class SearchProgress:
             self._status.__exit__(None, None, None)
             self._status = None
 
-    def note(self, text: str) -> None:
-        """A line above the status (Rich markup)."""
-        if self.show and self.console is not None:
+    def note(self, text: str, *, always: bool = False) -> None:
+        """A line above the status (Rich markup); ``always``: even without progress."""
+        if (self.show or always) and self.console is not None:
             self.console.print(text)
 
     def update(self) -> None:

@@ -336,12 +336,14 @@ class Search(Workflow):
         self._progress.note(
             f"specseed search: engine {escape(engine.name)} on {engine.device}, contract "
             f"{escape(engine.contract)}{escape(defects)}, budget {duration(self.budget)}, "
-            f"seed {self.seed}, {result.workers} worker{'s' * (result.workers != 1)}"
+            f"seed {self.seed}, {result.workers} worker{'s' * (result.workers != 1)}",
+            always=True,
         )
-        self._progress.note(f"[dim]{escape(result.alarm.text())}[/]")
+        self._progress.note(f"[dim]{escape(result.alarm.text())}[/]", always=True)
         if result.database:
             self._progress.note(
-                f"[dim]example database: {escape(result.database)} (known failures first)[/]"
+                f"[dim]example database: {escape(result.database)} (known failures first)[/]",
+                always=True,
             )
 
     def _search(
@@ -473,11 +475,12 @@ class Search(Workflow):
                     write_minimal(bundle.root, failure.name, failure.yaml)
             documents = self.documents()
             console = self.terminal_reporter()
-            self._progress.note("")
+            self._progress.note("", always=True)
             self._progress.note(
                 "The minimal "
                 + ("scenario, audited" if len(loaded) == 1 else "scenarios, audited")
-                + " as specseed audit reports it:"
+                + " as specseed audit reports it:",
+                always=True,
             )
             with console if console is not None else nullcontext():
                 audit = session.run(
