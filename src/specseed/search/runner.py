@@ -73,6 +73,9 @@ class SearchOptions:
     """The example database: a folder, ``redis://...``, or None (none)."""
     stop_file: str | None = None
     """A file whose existence tells every slice to stop drawing (a failure was confirmed)."""
+    hypothesis_home: str | None = None
+    """Where Hypothesis keeps its own files (its character tables): the search's scratch
+    folder, never the user's working directory."""
     max_requests: int = 5
     max_tokens: int = 12
     statistical: bool = True
@@ -500,6 +503,10 @@ def search_slice(
     if state.drawing_over():
         return state.result
     options = item.options
+    if options.hypothesis_home is not None:
+        from hypothesis.configuration import set_hypothesis_home_dir
+
+        set_hypothesis_home_dir(options.hypothesis_home)
     strategy = cases(state.bounds)
     config = settings(
         database=open_database(options.database),

@@ -303,6 +303,7 @@ class Search(Workflow):
                 confirmations=alarm.confirmations,
                 database=result.database,
                 stop_file=os.path.join(scratch, "stop"),
+                hypothesis_home=os.path.join(scratch, "hypothesis"),
                 max_requests=self.max_requests,
                 max_tokens=self.max_tokens,
                 statistical=self.statistical,
@@ -587,7 +588,7 @@ class Search(Workflow):
             )
         else:
             lines.append(
-                f"[green]PASS[/]: no failure in {searched} within {duration(self.budget)} "
+                f"[green]PASS[/]: no failure in {searched} (budget {duration(self.budget)}) "
                 f"(family-wise false-alarm rate <= {result.alarm.bound:.1e}) (exit {code})"
             )
         return lines
