@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-EXTRAS = {"http": ("httpx", "fastapi", "uvicorn")}
+EXTRAS = {"http": ("httpx", "fastapi", "uvicorn"), "report": ("matplotlib",)}
 """Each optional extra of pyproject.toml a test folder needs, and the modules it brings."""
 
 

@@ -223,6 +223,7 @@ def test_diff_against_the_defect_free_engine_finds_where_it_diverges(
         "diverged at token" in result.output
         or "RNG differs" in result.output
         or "missing in" in result.output  # warmup-overflow: the crashed run has no output
+        or "same tokens, log-probability at token" in result.output  # fake-logprobs
     )
     assert max(len(line) for line in result.output.splitlines()) <= 80
 
@@ -331,7 +332,7 @@ def test_an_interrupted_audit_leaves_a_bundle_that_reads_and_says_so(
     assert any("uptime: no trace for" in note for note in bundle.notes)
     result = cli.invoke(app, ["check", str(root), "--summary"])
     assert result.exit_code == 130, result.output  # unfinished is never a pass
-    assert "bundle cut short" in result.output
+    assert "NOT JUDGED" in result.output and "bundle:" in result.output
     report = cli.invoke(app, ["report", str(root), "--no-minimize"])
     assert report.exit_code == 0 and "[!WARNING]" in report.output
 

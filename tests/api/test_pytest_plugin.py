@@ -109,3 +109,14 @@ def test_the_plugin_module_does_not_import_torch() -> None:
     code = "import sys, specseed.api.pytest_plugin; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_bundle_option_naming_a_file_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    model = write_model(pytester.path, defects=["row0-seed"])
+    afile = pytester.path / "afile"
+    afile.write_text("mine\n")
+    result = pytester.runpytest(*PLUGIN, "--specseed", str(model), "--specseed-bundle", "afile")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--specseed-bundle afile: not a folder*"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+    assert afile.read_text() == "mine\n"

@@ -243,7 +243,8 @@ def counting_server() -> Iterator[tuple[str, list[bytes]]]:
 
 
 def _point_at(bundle: Path, url: str) -> None:
-    """Make the bundle name an openai engine at ``url`` with a key from GITHUB_TOKEN."""
+    """Make the bundle name an openai engine at ``url`` with a key from GITHUB_TOKEN, its
+    traces saying so too (a bundle whose traces name another engine is refused whole)."""
     model = yaml.safe_load((bundle / "model.yaml").read_text())
     model["engine"] = {
         "name": "openai",
@@ -251,6 +252,10 @@ def _point_at(bundle: Path, url: str) -> None:
     }
     (bundle / "model.yaml").write_text(yaml.safe_dump(model))
     _manifest(bundle, engine="openai")
+    for trace in (bundle / "mine").glob("*.jsonl"):
+        records = [json.loads(line) for line in trace.read_text().splitlines()]
+        records[0]["engine_config"]["name"] = "openai"
+        trace.write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
 def test_report_replay_minimize_never_contact_a_server_the_bundle_names(

@@ -8,6 +8,8 @@ the detection matrix test holds the same rules on real audits of the reference e
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from specseed.checks.attribution import root_causes
 from specseed.checks.findings import Finding, StreamSide, Suspect, TokenDiff
 
@@ -89,3 +91,55 @@ def test_a_failure_no_catalogued_defect_fits_is_named_by_its_evidence() -> None:
 
 def test_no_failing_finding_no_cause() -> None:
     assert root_causes([_f("rng-contract", ("r",), status="pass")]) == []
+
+
+def _run_ended(run: str, details: tuple[str, ...], *defects: str) -> Finding:
+    return _f("runs-complete", (run,), *defects, details=details)
+
+
+def test_a_crash_in_specseeds_own_code_says_so_and_asks_for_a_report() -> None:
+    traceback = (
+        "Traceback (most recent call last):\n"
+        '  File "/x/src/specseed/engine_adapters/base.py", line 10, in run\n'
+        '  File "/x/src/specseed/engine_adapters/vllm/observe.py", line 42, in wrapped\n'
+        "KeyError: 'generator'\n"
+    )
+    [cause] = root_causes([_run_ended("r", ("KeyError: 'generator'", traceback))])
+    assert cause.kind == "specseed-bug"
+    assert cause.label == (
+        "specseed bug: KeyError in wrapped (specseed/engine_adapters/vllm/observe.py:42) "
+        "(please report it with the bundle)"
+    )
+
+
+def test_the_reference_engines_own_modules_are_the_engine_not_specseed() -> None:
+    traceback = (
+        '  File "/x/src/specseed/engine_adapters/reference/rng_assignment.py", line 7, in fill\n'
+    )
+    [cause] = root_causes([_run_ended("r", ("IndexError: x", traceback))])
+    assert cause.kind == "crash" and "specseed bug" not in cause.label
+
+
+def _not_served(run: str, how: str, error: str, *defects: str) -> Finding:
+    """A runs-complete finding as the check words a run the server did not serve."""
+    message = f"{run} was not served: the server {how} at the warmup phase (batch of 12): {error}"
+    return replace(_f("runs-complete", (run,), *defects, details=(error,)), message=message)
+
+
+def test_a_server_that_failed_one_run_and_served_the_rest_keeps_that_runs_evidence() -> None:
+    # A burst above max_num_requests answered with HTTP 500 while the runs after it were
+    # served: the run's own evidence (buffers too small) stands; no "server stopped".
+    error = "ServerUnavailable: POST /v1/completions: HTTP 500: boom (2 attempts)"
+    burst = _not_served("warm", "answered with an error", error, "warmup-overflow")
+    later = _f("runs-complete", ("after",), status="pass")
+    causes = root_causes([burst, later])
+    assert [c.label for c in causes] == ["warmup-overflow"]
+    # The same burst with nothing answering afterwards is the server's, not the buffers'.
+    error = "ServerUnavailable: POST /v1/completions: ConnectError: refused (2 attempts)"
+    silent = _not_served("warm", "did not answer", error, "warmup-overflow")
+    [gone] = root_causes([silent])
+    assert gone.kind == "server" and gone.defects == () and gone.lead.suspects == ()
+    assert gone.label == (
+        "the server stopped answering at run s/warm, the warmup phase (batch of 12); "
+        "no run came after it"
+    )

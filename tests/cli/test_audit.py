@@ -46,6 +46,8 @@ def test_passing_audit_writes_json_junit_and_traces(tmp_path: Path) -> None:
     assert files == [
         "uptime/after-seeded-traffic.jsonl",
         "uptime/after-traffic.jsonl",
+        "uptime/alone-after-traffic.jsonl",
+        "uptime/alone-cold.jsonl",
         "uptime/cold.jsonl",
         "warmup/no-warmup.jsonl",
         "warmup/warmup-above-max.jsonl",
@@ -101,7 +103,8 @@ def test_missing_model_yaml_exits_2(tmp_path: Path) -> None:
 def test_unknown_scenario_filter_exits_2() -> None:
     result = audit("--scenario", "nope")
     assert result.exit_code == 2
-    assert "available:" in result.output
+    assert "no such scenario in this audit or the built-in library" in result.output
+    assert "this audit runs every scenario of the default audit" in result.output
 
 
 def test_engine_that_cannot_load_exits_3(tmp_path: Path) -> None:

@@ -149,6 +149,7 @@ def test_schema_holds_each_engines_options_model() -> None:
         "rng_profile",
         "defects",
         "sampling_backend",
+        "ignore_eos",
     }
     assert options["additionalProperties"] is False
 

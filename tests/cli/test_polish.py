@@ -57,7 +57,7 @@ def test_an_audit_that_checked_nothing_says_so_and_exits_4(tmp_path: Path) -> No
     model.write_text(
         "engine:\n  options: {defects: [neighbor-unseeded]}\nscenarios: [batch-composition]\n"
         "checks:\n  skip: [runs-complete, rng-contract, draw-ranges-disjoint, distinct-seeds, "
-        "batch-invariance]\n"
+        "batch-invariance, stop-boundaries]\n"
     )
     result = runner.invoke(app, ["audit", "--no-progress", str(model)], env={"COLUMNS": "80"})
     assert result.exit_code == 4, result.output

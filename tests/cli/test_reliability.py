@@ -165,7 +165,8 @@ def test_full_disk_for_traces_keeps_every_finding(tmp_path: Path) -> None:
     assert f"Missing evidence: {trace}: File too large" in " ".join(err.split())
     data = json.loads(report.read_text())
     assert data["verdict"] == "pass" and data["exit_code"] == 5
-    assert [f["status"] for f in data["findings"]] == ["pass"] * 4  # judged on the full run
+    statuses = [f["status"] for f in data["findings"]]
+    assert len(statuses) >= 5 and set(statuses) == {"pass"}  # judged on the full run
     (missing,) = data["missing_evidence"]
     assert missing.startswith(f"{trace}: File too large; the file holds ")
     # What reached the disk reads as a truncated run, not as an engine crash.
@@ -182,8 +183,9 @@ def test_closed_stdout_keeps_the_json_and_junit_files(tmp_path: Path) -> None:
     rc = proc.wait(timeout=300)
     assert rc == 0, err
     assert "Traceback" not in err and "BrokenPipe" not in err
-    assert json.loads(report.read_text())["verdict"] == "pass"
-    assert ET.parse(junit).getroot().get("tests") == "4"
+    data = json.loads(report.read_text())
+    assert data["verdict"] == "pass"
+    assert ET.parse(junit).getroot().get("tests") == str(len(data["findings"]))
 
 
 def test_two_audits_on_one_trace_folder(tmp_path: Path) -> None:
@@ -211,24 +213,32 @@ def test_two_audits_on_one_trace_folder(tmp_path: Path) -> None:
     assert load_trace(traces / "distinct-seeds" / "together.jsonl").end.failure is None
 
 
-def test_signal_with_jobs_stops_the_workers_and_keeps_their_traces(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_signal_with_jobs_stops_the_workers_and_keeps_their_traces(
+    tmp_path: Path, sig: signal.Signals, code: int
+) -> None:
     traces, report = tmp_path / "traces", tmp_path / "r.json"
     proc = specseed(
         str(slow_model(tmp_path)), "--jobs", "2", "--trace-dir", str(traces),
         "--json", str(report),
     )  # fmt: skip
     wait_for_lines(traces / "slow" / "first.jsonl", 3, proc)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     rc, out, err = finish(proc)
-    assert rc == 143, err
+    assert rc == code, err
     assert "Traceback" not in out + err
-    assert "Interrupted by SIGTERM" in err
+    assert f"Interrupted by {sig.name}" in err
     data = json.loads(report.read_text())
-    assert data["interrupted"] == "SIGTERM" and "slow" in data["unfinished"]
-    # The worker ended the run it was serving before it stopped.
+    assert data["interrupted"] == sig.name and "slow" in data["unfinished"]
+    # The worker ended the run it was serving before it stopped, naming the audit's signal
+    # (the parent stops workers with SIGTERM whatever stopped it).
     interrupted = load_trace(traces / "slow" / "first.jsonl")
     assert interrupted.end.failure is not None
     assert interrupted.end.failure.exception == "Interrupted"
+    assert interrupted.end.failure.message == f"the audit was interrupted by {sig.name}"
+    skips = [f["message"] for f in data["findings"] if f["status"] == "skip"]
+    other = "SIGTERM" if sig == signal.SIGINT else "SIGINT"
+    assert not [m for m in skips if other in m], skips
     for path in traces.rglob("*.jsonl"):
         assert_whole_jsonl(path)
 
@@ -245,6 +255,7 @@ def test_sigterm_as_the_report_appears_never_leaves_a_partial_file(tmp_path: Pat
     # Held until the reports were complete (143), or it came as the process left (-15, after
     # the handlers were restored) or after it ended (0): in every case both files are whole.
     assert rc in (0, 143, -signal.SIGTERM), err
-    assert ET.parse(junit).getroot().get("tests") == "4"
-    assert json.loads(report.read_text())["verdict"] == "pass"
+    data = json.loads(report.read_text())
+    assert data["verdict"] == "pass"
+    assert ET.parse(junit).getroot().get("tests") == str(len(data["findings"]))
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -46,13 +47,26 @@ def test_a_file_written_over_keeps_its_mode(tmp_path: Path) -> None:
     assert _mode(target) == 0o640
 
 
-def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tmp_path / "r.json"
     target.write_text("old\n")
-    with pytest.raises(UnicodeEncodeError):
-        write_atomic(target, "\udcff")  # a lone surrogate cannot be written as UTF-8
+
+    def full(fd: int) -> None:  # the disk fills as the temporary file is synced
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError, match="No space left"):
+        write_atomic(target, "new\n")
     assert target.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_a_lone_surrogate_is_written_as_an_escape(tmp_path: Path) -> None:
+    target = tmp_path / "r.md"
+    write_atomic(target, "a\udcffb")  # UTF-8 cannot encode it: the file says what it was
+    assert target.read_text(encoding="utf-8") == "a\\udcffb"
 
 
 def test_write_output_names_what_could_not_be_written(tmp_path: Path) -> None:

@@ -78,6 +78,10 @@ def test_token_checks_give_verdicts_and_every_rng_check_skips_with_its_reason(
     rng = [f for f in findings if f["check"] in RNG_CHECKS]
     assert rng and all(f["status"] == "skip" for f in rng)
     assert {f["check"] for f in rng} == RNG_CHECKS
+    # knobs: the engine refuses every request with a knob, in its own words.
+    refused = [f for f in rng if f["scenario"] == "knobs"]
+    assert refused and all("tokens-only takes temperature" in f["message"] for f in refused)
+    rng = [f for f in rng if f["scenario"] != "knobs"]
     assert all("engine tokens-only does not expose" in f["message"] for f in rng)
     assert any(
         f["message"] == "rng-contract: engine tokens-only does not expose batch rows and "
@@ -90,8 +94,14 @@ def test_token_checks_give_verdicts_and_every_rng_check_skips_with_its_reason(
     # needs a checkpoint specseed can load (this engine names none) and says so, and the
     # losslessness check: this engine's tokens do not vary with the seed, so there is no
     # distribution to compare, and it says that instead of passing.
-    assert passed == token_checks - {"distribution", "losslessness"}
-    dist = [f["message"] for f in findings if f["check"] == "distribution"]
+    # The knob checks have nothing to judge: the engine refuses every knob and reports no
+    # finish reason or log-probability (stop-boundaries passes only on a stop it saw).
+    knob_checks = {"stop-boundaries", "logprobs-sane", "children-distinct", "knobs-honoured",
+                   "knob-equivalence"}  # fmt: skip
+    assert passed == token_checks - {"distribution", "losslessness"} - knob_checks
+    dist = [
+        f["message"] for f in findings if f["check"] == "distribution" and f["scenario"] != "knobs"
+    ]
     assert dist and all("names no checkpoint specseed can load" in m for m in dist), dist
     lossless = [f for f in findings if f["check"] == "losslessness"]
     assert lossless and all(
@@ -128,7 +138,8 @@ def test_a_check_from_another_package_runs_in_the_audit(installed: Path) -> None
         code, report = _audit(installed, "engine:\n  name: tokens-only\n")
         assert code == 0
         mine = [f for f in report["findings"] if f["check"] == "plugin-outputs-nonempty"]
-        assert mine and all(f["status"] == "pass" for f in mine)
+        # knobs: the engine refuses the knobs, so that scenario's runs are skips.
+        assert mine and all(f["status"] == "pass" for f in mine if f["scenario"] != "knobs")
     finally:
         CHECKS.pop("plugin-outputs-nonempty", None)
 

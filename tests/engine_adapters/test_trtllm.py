@@ -165,7 +165,6 @@ def test_sampling_params_per_request() -> None:
         "top_k": 20,
         "top_p": 0.9,
         "seed": U63 + 5,
-        "ignore_eos": True,
         "end_id": -1,
         "detokenize": False,
     }
@@ -325,3 +324,37 @@ def test_adapter_without_tensorrt_llm_says_how_to_install_it() -> None:
         TrtllmEngine(settings())
     assert "tensorrt_llm" in raised.value.message
     assert raised.value.hint is not None and "pypi.nvidia.com" in raised.value.hint
+
+
+def test_knobs_travel_under_tensorrt_llm_names() -> None:
+    """Names as tensorrt_llm/sampling_params.py (commit 000a01de) declares them; a knob the
+    request leaves unset is not sent, so TensorRT-LLM's default applies."""
+    import dataclasses
+
+    options = TrtllmOptions()
+    base = request("a", 7, 0.7)
+    assert not {"min_p", "n", "ignore_eos", "embedding_bias"} & set(sampling_kwargs(base, options))
+    knobbed = dataclasses.replace(
+        base,
+        min_p=0.1,
+        presence_penalty=0.5,
+        frequency_penalty=-0.5,
+        repetition_penalty=1.2,
+        stop_token_ids=(5, 9),
+        ignore_eos=False,
+        logprobs=2,
+        n=3,
+        logit_bias=((1, -100.0), (3, 2.5)),
+    )
+    kwargs = sampling_kwargs(knobbed, options, vocab_size=4)
+    assert {k: kwargs[k] for k in ("min_p", "presence_penalty", "frequency_penalty",
+                                   "repetition_penalty", "ignore_eos", "logprobs", "n")} == {
+        "min_p": 0.1, "presence_penalty": 0.5, "frequency_penalty": -0.5,
+        "repetition_penalty": 1.2, "ignore_eos": False, "logprobs": 2, "n": 3,
+    }  # fmt: skip
+    assert kwargs["stop_token_ids"] == [5, 9]
+    assert kwargs["embedding_bias"] == [0.0, -100.0, 0.0, 2.5]
+    with pytest.raises(ConfigurationError, match="outside the vocabulary"):
+        sampling_kwargs(knobbed, options, vocab_size=2)
+    stopped = sampling_kwargs(dataclasses.replace(base, stop=("\n",)), options)
+    assert stopped["stop"] == ["\n"] and stopped["detokenize"] is True

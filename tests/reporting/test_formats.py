@@ -31,6 +31,7 @@ def test_the_built_in_formats_and_which_states_the_exit_code() -> None:
     assert [(f.name, f.states_exit_code) for f in BUILTIN_FORMATS] == [
         ("json", True),
         ("junit", False),
+        ("html", True),
     ]
 
 
@@ -47,8 +48,8 @@ def test_a_format_name_is_lowercase_and_plain(name: str) -> None:
 @pytest.mark.parametrize(
     ("name", "hint"),
     [
-        ("junt", "Did you mean 'junit'? Known formats: json, junit"),
-        ("sarif", "known formats: json, junit"),
+        ("junt", "Did you mean 'junit'? Known formats: json, junit, html"),
+        ("sarif", "known formats: json, junit, html"),
     ],
 )
 def test_the_api_refuses_an_unknown_format_before_anything_runs(

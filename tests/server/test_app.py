@@ -76,7 +76,7 @@ def test_models_and_health(client: TestClient) -> None:
         ({"prompt": [1], "max_tokens": "many"}, 400, "max_tokens"),
         ({"prompt": [1], "seed": 1 << 64}, 400, "seed"),
         ({"prompt": [1], "stream": True}, 400, "streaming"),
-        ({"prompt": [1], "n": 2}, 400, "n"),
+        ({"prompt": [1], "n": 17}, 400, "n"),
         ({"prompt": [1], "model": "other"}, 404, "does not exist"),
         ({}, 400, "prompt"),
     ],
@@ -126,3 +126,38 @@ def test_an_engine_step_that_raises_fails_its_requests_and_the_server_goes_on(
         again = client.post("/v1/completions", json={"prompt": [1, 2], "max_tokens": 3})
         assert again.status_code == 200 and len(again.json()["choices"][0]["text"]) > 0
         assert client.get("/health").json()["engine_failures"] == 1
+
+
+def test_requests_sent_together_start_together_however_slowly_they_arrive(
+    engine: ReferenceEngine,
+) -> None:
+    # Over HTTP a server's batches are all the audit can shape: four requests a client sent
+    # together but that reach an idle engine 30 ms apart (a loaded machine) must still start
+    # in one step, in the order they came. A window counted from the first arrival (50 ms)
+    # split them, and a batch that splits with the load gives another batch each audit.
+    import threading
+    import time
+
+    live = LiveEngine(engine, SETTINGS, batch_window_s=0.05)
+    done: list[str] = []
+    finished = threading.Event()
+
+    def deliver(name: str) -> object:
+        def record(_result: object) -> None:
+            done.append(name)
+            if len(done) == 4:
+                finished.set()
+
+        return record
+
+    live.start()
+    try:
+        for i in range(4):
+            live.submit(
+                RequestPlan(f"q{i}", (5, 6, 7 + i), 11 + i, 1.0, 0, 1.0, 3), deliver(f"q{i}")
+            )  # type: ignore[arg-type]
+            time.sleep(0.03)
+        assert finished.wait(60)
+    finally:
+        live.stop()
+    assert live.largest_batch == 4

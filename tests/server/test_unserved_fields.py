@@ -1,6 +1,6 @@
-"""``specseed serve`` refuses what it does not serve with a 400 that names it: log-probabilities,
-stop sequences, a list of prompts (it used to ignore the first two and answer the third with
-a raw validation message)."""
+"""``specseed serve`` refuses what it does not serve with a 400 that names it: a list of prompts
+(it used to answer it with a raw validation message). Log-probabilities and stop sequences,
+once refused the same way, are served (tests/server/test_knobs_served.py)."""
 
 from __future__ import annotations
 
@@ -27,10 +27,6 @@ def client() -> Iterator[TestClient]:
 @pytest.mark.parametrize(
     ("extra", "says"),
     [
-        ({"logprobs": 1}, "log-probabilities are not served"),
-        ({"logprobs": True}, "log-probabilities are not served"),
-        ({"stop": ["\n"]}, "stop sequences are not served"),
-        ({"stop": "."}, "stop sequences are not served"),
         ({"prompt": ["one", "two"]}, "a list of 2 prompts is not served"),
         ({"prompt": [[1, 2], [3]]}, "a list of 2 prompts is not served"),
     ],

@@ -15,6 +15,7 @@ from types import ModuleType
 import pytest
 import torch
 
+from specseed.engine_adapters.contracts import get_contract
 from specseed.engine_adapters.reference.adapter import ReferenceEngine
 from specseed.plan.planning import base_settings, plan_audit
 from specseed.run.execute import run_audit
@@ -56,7 +57,13 @@ def test_tap_equals_the_engine_trace(fs: ModuleType, contract: str) -> None:
     assert sum(len(c.rows) for c in tap.calls) > 100
     if contract == "ideal":
         assert all(len(c.rows) == 1 for c in tap.calls)  # subsequence 0: a launch per row
-    assert result.verdict == "pass"
+    # Under trtllm-pr17599 only the upstream bugs the layout carries fail (one-draw slots),
+    # never excused as limitations its authors did not state.
+    layout = get_contract(contract)
+    failing = [f for f in result.findings if f.status in ("fail", "error")]
+    assert all(
+        f.suspects and all(layout.departure_for(s.defect) for s in f.suspects) for f in failing
+    ), failing
 
 
 def test_a_trace_that_lies_is_caught(fs: ModuleType) -> None:

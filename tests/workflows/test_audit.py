@@ -104,7 +104,9 @@ def test_an_unwritable_report_is_refused_before_anything_runs(tmp_path: Path) ->
 
 def test_an_unknown_scenario_is_refused_with_the_cli_text() -> None:
     audit = Audit(resolve_audit(config(), base_dir=Path.cwd()), AuditOutputs(scenarios=("nope",)))
-    with pytest.raises(InputError, match="--scenario nope: not among this audit's scenarios"):
+    with pytest.raises(
+        InputError, match="--scenario nope: no such scenario in this audit or the built-in library"
+    ):
         audit.run()
 
 

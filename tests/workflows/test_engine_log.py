@@ -1,4 +1,6 @@
-"""The engine's log goes to a file during the runs (issue 19), specseed's own output does not.
+"""The engine's log goes to a file during the runs (issue 19), specseed's own output does not;
+without a bundle or ``--engine-log`` an audit sends it to a temporary file it names at the
+end, and ``--engine-log -`` leaves it on the terminal.
 
 Real file descriptors and the real ``vllm`` logger name (no vLLM needed: the logger is only
 a name); pytest's own fd capture shows what reached the terminal.
@@ -9,10 +11,16 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from specseed.engine_adapters.base import EngineSettings, RunPlan
+from specseed.engine_adapters.reference.adapter import ReferenceEngine
+from specseed.traces.records import TraceRecorder
 from specseed.workflows.engine_log import capture_engine_log
 
 
@@ -82,3 +90,89 @@ def test_a_full_disk_loses_log_lines_never_the_audit(tmp_path: Path) -> None:
         assert 0 < (small / "engine.log").stat().st_size <= 8192
     finally:
         subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+# -- where an audit sends it by default ---------------------------------------------------
+
+
+class _LoggingEngine(ReferenceEngine):
+    """The reference engine, writing as in-process engines do: to descriptor 2 and to the
+    ``vllm`` logger, on every run."""
+
+    @staticmethod
+    def _log() -> None:
+        os.write(2, b"engine stderr line\n")
+        logging.getLogger("vllm").warning("engine logger line")
+
+    def serve(self, plan: RunPlan, recorder: TraceRecorder) -> dict[str, tuple[int, ...]]:
+        self._log()
+        return super().serve(plan, recorder)
+
+    def serve_side_by_side(self, runs: Sequence[tuple[RunPlan, TraceRecorder]]) -> list[Any]:
+        self._log()
+        return super().serve_side_by_side(runs)
+
+
+def _audit(adapter: ReferenceEngine, **outputs: Any) -> None:
+    from specseed.plan.resolve import resolve_audit
+    from specseed.scenarios.schema import AuditConfig
+    from specseed.workflows.audit import Audit
+    from specseed.workflows.outputs import AuditOutputs
+
+    config = AuditConfig(scenarios=["distinct-seeds"])
+    resolved = resolve_audit(config, base_dir=Path.cwd())
+    Audit(resolved, AuditOutputs(progress=False, **outputs), adapter=adapter).run()
+
+
+@pytest.fixture
+def temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The temporary folder, emptied for the test: what an audit leaves there is seen."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def settings() -> EngineSettings:
+    return EngineSettings()
+
+
+def test_without_a_bundle_the_engine_log_goes_to_a_temporary_file_named_at_the_end(
+    temporary: Path, settings: EngineSettings, capfd: pytest.CaptureFixture[str]
+) -> None:
+    _audit(_LoggingEngine(settings), terminal=True)
+    out, err = capfd.readouterr()
+    assert "engine stderr line" not in out + err and "engine logger line" not in out + err
+    logs = list(temporary.glob("specseed-engine-*.log"))
+    assert len(logs) == 1
+    text = logs[0].read_text()
+    assert "engine stderr line" in text and "engine logger line" in text
+    assert f"The engine's log (2 lines) is in {logs[0]}" in " ".join(err.split())
+
+
+def test_engine_log_dash_shows_it_live(
+    temporary: Path, settings: EngineSettings, capfd: pytest.CaptureFixture[str]
+) -> None:
+    _audit(_LoggingEngine(settings), terminal=True, engine_log=Path("-"))
+    err = capfd.readouterr().err
+    assert "engine stderr line" in err and "engine log" not in err.lower()
+    assert not list(temporary.iterdir())
+
+
+def test_an_engine_that_logs_nothing_leaves_no_file_and_no_note(
+    temporary: Path, settings: EngineSettings, capfd: pytest.CaptureFixture[str]
+) -> None:
+    _audit(ReferenceEngine(settings), terminal=True)
+    assert "engine's log" not in capfd.readouterr().err
+    assert not list(temporary.iterdir())
+
+
+def test_with_a_bundle_the_log_is_the_bundles(
+    tmp_path: Path, temporary: Path, settings: EngineSettings, capfd: pytest.CaptureFixture[str]
+) -> None:
+    _audit(_LoggingEngine(settings), terminal=True, bundle=tmp_path / "bundle")
+    assert "engine stderr line" in (tmp_path / "bundle" / "engine.log").read_text()
+    err = capfd.readouterr().err
+    assert "engine stderr line" not in err and "engine's log" not in err
+    assert not list(temporary.iterdir())

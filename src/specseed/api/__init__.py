@@ -32,12 +32,20 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
-from specseed.core.errors import EngineError, InputError, ScenarioError, SpecseedError
+from specseed.core.errors import (
+    ArgumentTypeError,
+    ArgumentValueError,
+    EngineError,
+    InputError,
+    ScenarioError,
+    SpecseedError,
+)
 from specseed.workflows.outputs import AuditOutputs
 
 if TYPE_CHECKING:
@@ -119,7 +127,7 @@ class Report:
         by default the terminal's (``COLUMNS``, else the terminal, else 80)."""
         import shutil
 
-        from rich.console import Console
+        from specseed.core.secrets import SafeConsole
 
         if width is None:
             width = shutil.get_terminal_size((80, 24)).columns
@@ -129,7 +137,8 @@ class Report:
         if self.result is None:
             return "nothing ran\n"
         buffer = io.StringIO()
-        console = Console(
+        # The terminal's console: secrets scrubbed, no padding at the lines' ends.
+        console = SafeConsole(
             file=buffer, width=width, force_terminal=color, no_color=not color, highlight=False
         )
         render_report(self.result, console, self.exit_code, summary=summary)
@@ -205,8 +214,88 @@ def _narrow(config: AuditConfig, checks: Sequence[str]) -> AuditConfig:
         raise InputError(
             f"unknown check {', '.join(unknown)}", hint=f"known: {', '.join(sorted(CHECKS))}"
         )
-    skip = sorted({*config.checks.skip, *(c for c in CHECKS if c not in checks)})
-    return config.model_copy(update={"checks": config.checks.model_copy(update={"skip": skip})})
+    return config.model_copy(update={"checks": config.checks.only(checks, CHECKS)})
+
+
+def _kind(value: object) -> str:
+    return f"{type(value).__name__} {value!r}"[:80]
+
+
+def _names(argument: str, value: object) -> tuple[str, ...]:
+    """``scenarios=`` or ``checks=``: a list of names (a lone string is refused: it would
+    be read one letter at a time)."""
+    if isinstance(value, str):
+        raise ArgumentTypeError(
+            f"audit(): {argument} must be a list of names, not the string {value!r}",
+            hint=f"{argument}=[{value!r}]",
+        )
+    if not isinstance(value, (Sequence, set, frozenset)):
+        raise ArgumentTypeError(f"audit(): {argument} must be a list of names, not {_kind(value)}")
+    bad = [(i, v) for i, v in enumerate(value) if not isinstance(v, str) or not v]
+    if bad:
+        index, item = bad[0]
+        raise ArgumentTypeError(
+            f"audit(): {argument}[{index}] must be a non-empty name (a str), not {_kind(item)}"
+        )
+    return tuple(value)
+
+
+def _path(argument: str, value: object) -> Path | None:
+    if value is None:
+        return None
+    if not isinstance(value, (str, os.PathLike)):
+        raise ArgumentTypeError(
+            f"audit(): {argument} must be a path (str or Path), not {_kind(value)}"
+        )
+    if str(value) == "" or "\x00" in str(value):
+        raise ArgumentValueError(f"audit(): {argument} must name a path, not {value!r}")
+    return Path(value)
+
+
+def _check_arguments(
+    source: object, engine: object, reports: object, terminal: object, on_event: object
+) -> None:
+    """The arguments :func:`audit` takes, checked at the boundary: a wrong one is an
+    ``ArgumentTypeError`` (a ``TypeError``) naming it, before anything is read or run."""
+    from specseed.plan.resolve import ResolvedAudit
+    from specseed.scenarios.schema import AuditConfig
+
+    if not (
+        source is None
+        or isinstance(source, (str, os.PathLike, Mapping, AuditConfig, ResolvedAudit))
+    ):
+        raise ArgumentTypeError(
+            f"audit(): source must be a model.yaml path, a dict or an AuditConfig, not "
+            f"{_kind(source)}"
+        )
+    if isinstance(source, (str, os.PathLike)):
+        _path("source", source)
+    if engine is not None and not isinstance(engine, str) and not _is_vllm_llm(engine):
+        from specseed.engine_adapters.base import EngineAdapter as _Adapter
+
+        if not isinstance(engine, _Adapter):
+            raise ArgumentTypeError(
+                f"audit(): engine: cannot audit a {type(engine).__name__}",
+                hint="give an EngineAdapter, a server URL, or a model.yaml",
+            )
+    if reports is not None:
+        if not isinstance(reports, Mapping):
+            raise ArgumentTypeError(
+                f"audit(): reports must map format names to paths, not {_kind(reports)}",
+                hint='reports={"junit": "junit.xml"}',
+            )
+        for name, where in reports.items():
+            if not isinstance(name, str):
+                raise ArgumentTypeError(
+                    f"audit(): reports: a format name must be a str, not {_kind(name)}"
+                )
+            _path(f"reports[{name!r}]", where)
+    if not isinstance(terminal, bool):
+        raise ArgumentTypeError(f"audit(): terminal must be True or False, not {_kind(terminal)}")
+    if on_event is not None and not callable(on_event):
+        raise ArgumentTypeError(
+            f"audit(): on_event must be a function of one event, not {_kind(on_event)}"
+        )
 
 
 def audit(
@@ -236,9 +325,21 @@ def audit(
     ``json=`` and ``junit=`` are the same as ``reports={"json": ...}`` and
     ``{"junit": ...}``). ``terminal``: print the Rich report. ``on_event``: called with every
     ``AuditEvent``, the last being ``AuditFinished``.
+
+    A wrong argument (``scenarios="uptime"``, ``on_event=5``, a path that is not one) is an
+    ``ArgumentTypeError`` or ``ArgumentValueError`` naming it: a ``TypeError`` or
+    ``ValueError``, and an ``InputError``, raised before anything is read or run.
     """
     from specseed.plan.resolve import ResolvedAudit, resolve_audit
     from specseed.workflows.audit import Audit
+
+    _check_arguments(source, engine, reports, terminal, on_event)
+    scenarios = _names("scenarios", scenarios)
+    checks = _names("checks", checks)
+    bundle = _path("bundle", bundle)
+    json = _path("json", json)
+    junit = _path("junit", junit)
+    base_dir = _path("base_dir", base_dir)
 
     if engine is not None and _is_vllm_llm(engine):
         raise InputError(
@@ -303,6 +404,8 @@ def audit(
 
 
 __all__ = [
+    "ArgumentTypeError",
+    "ArgumentValueError",
     "AuditOutputs",
     "Engine",
     "EngineError",

@@ -18,9 +18,12 @@ or the fixture runs.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,11 +68,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    _bundle_dir(config)  # a file or a missing parent is a usage error before anything runs
     config.addinivalue_line(
         "markers",
         "specseed(scenarios=None, checks=None): the scenarios and checks the specseed_audit "
         "fixture runs",
     )
+    _bundle_dir(config)  # a bad --specseed-bundle stops pytest here, not after the audit
+
+
+_MARKER_ARGUMENTS = ("scenarios", "checks")
 
 
 def _model_yaml(config: pytest.Config) -> Path | None:
@@ -81,20 +89,70 @@ def _model_yaml(config: pytest.Config) -> Path | None:
 
 
 def _bundle_dir(config: pytest.Config) -> Path | None:
+    """``--specseed-bundle DIR`` as a path: a folder, or a new one in an existing folder
+    (``pytest.UsageError`` for a file or a missing parent)."""
     given = config.getoption("--specseed-bundle")
     if not given:
         return None
     path = Path(given)
-    return path if path.is_absolute() else Path(config.invocation_params.dir) / path
+    path = path if path.is_absolute() else Path(config.invocation_params.dir) / path
+    if os.path.lexists(path) and not path.is_dir():
+        raise pytest.UsageError(
+            f"--specseed-bundle {given}: not a folder (a file is there); give a folder to keep "
+            "failing audits' bundles in"
+        )
+    if not path.parent.is_dir():
+        raise pytest.UsageError(
+            f"--specseed-bundle {given}: the folder {path.parent} does not exist; create it first"
+        )
+    return path
+
+
+def _marker_names(marker: pytest.Mark | None, argument: str) -> list[str]:
+    """``@pytest.mark.specseed(scenarios=[...])``'s names, checked: a lone string or a
+    non-string name is a ``TypeError`` naming the marker's argument."""
+    value = marker.kwargs.get(argument) if marker is not None else None
+    if value is None:
+        return []
+    if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
+        raise TypeError(
+            f"@pytest.mark.specseed({argument}=...) must be a list of names, not "
+            f"{type(value).__name__} {value!r}"
+        )
+    bad = [v for v in value if not isinstance(v, str) or not v]
+    if bad:
+        raise TypeError(
+            f"@pytest.mark.specseed({argument}=...): {bad[0]!r} is not a name (a non-empty str)"
+        )
+    return list(value)
+
+
+@contextmanager
+def _torch_quiet() -> Iterator[None]:
+    """torch warns "Failed to initialize NumPy" when it is first imported without numpy,
+    which specseed does not need; pytest shows every warning a test raises, so the audit
+    that imports torch hides that one (``specseed/__init__.py`` does the same outside
+    pytest, whose per-test filters replace it)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message="Failed to initialize NumPy", category=UserWarning
+        )
+        yield
 
 
 def keep_bundle(report: Report, target: Path | None) -> Path | None:
-    """Copy a failed audit's bundle (written to a temporary folder) to ``target``."""
+    """Copy a failed audit's bundle (written to a temporary folder) to ``target``: into it
+    when it is new or empty, else into a new folder of its own inside it
+    (``specseed-<name>``, ``-2``, ...): nothing there is written over or written through."""
     if target is None or report.bundle is None or report.passed:
         return None
-    if target.exists() and any(target.iterdir()):
-        target = target / f"specseed-{Path(report.bundle).name}"
-    shutil.copytree(report.bundle, target, dirs_exist_ok=True)
+    if os.path.lexists(target) and not (target.is_dir() and not any(target.iterdir())):
+        base = target / f"specseed-{Path(report.bundle).name}"
+        target, n = base, 1
+        while os.path.lexists(target):
+            n += 1
+            target = base.with_name(f"{base.name}-{n}")
+    shutil.copytree(report.bundle, target, dirs_exist_ok=target.is_dir())
     return target
 
 
@@ -117,17 +175,15 @@ class _Session:
 
     def names(self) -> list[str]:
         """The scenario names of the audit (after ``--specseed-scenario``), torch-free."""
-        from specseed.core.errors import InputError
         from specseed.plan.resolve import resolve_audit
 
         self.resolved = resolve_audit(self.model_yaml)
         names = [p.scenario.name for p in self.resolved.planned]
         unknown = [n for n in self.scenarios if n not in names]
         if unknown:
-            raise InputError(
-                f"--specseed-scenario {', '.join(unknown)}: not among this audit's scenarios",
-                hint=f"available: {', '.join(names)}",
-            )
+            from specseed.workflows.audit import unknown_scenarios
+
+            raise unknown_scenarios(unknown, self.resolved, "--specseed-scenario")
         return [n for n in names if not self.scenarios or n in self.scenarios]
 
     def run(self, session: pytest.Session) -> Report:
@@ -145,12 +201,13 @@ class _Session:
             self._tmp = tempfile.TemporaryDirectory(prefix="specseed-bundle-")
             bundle = Path(self._tmp.name) / "bundle"
         try:
-            self.report = audit(
-                self.resolved or self.model_yaml,
-                scenarios=self.selected,
-                checks=self.checks,
-                bundle=bundle,
-            )
+            with _torch_quiet():
+                self.report = audit(
+                    self.resolved or self.model_yaml,
+                    scenarios=self.selected,
+                    checks=self.checks,
+                    bundle=bundle,
+                )
         except BaseException as exc:  # every item reports the same cause, the audit runs once
             self.error = exc
             raise
@@ -181,7 +238,7 @@ class ScenarioItem(pytest.Item):
         state = self.config.stash[_STATE]
         report = state.run(self.session).scenario(self.name)
         if not report.passed:
-            text = report.console(width=100)
+            text = report.console()
             if state.bundle is not None:
                 text += f"\nbundle: {state.bundle}\n"
             raise SpecseedScenarioFailed(text)
@@ -259,12 +316,13 @@ class SpecseedAudit:
         kwargs.setdefault("checks", self.checks)
         if self.bundle_target is not None:
             kwargs.setdefault("bundle", self._tmp / "specseed-bundle")
-        report = audit(source, engine=engine, **kwargs)
+        with _torch_quiet():
+            report = audit(source, engine=engine, **kwargs)
         self.report = report
         self.bundle = keep_bundle(report, self.bundle_target)
         if check and not report.passed:
             where = f"\nbundle: {self.bundle}\n" if self.bundle is not None else ""
-            pytest.fail(report.console(width=100) + where, pytrace=False)
+            pytest.fail(report.console() + where, pytrace=False)
         return report
 
 
@@ -273,8 +331,16 @@ def specseed_audit(request: pytest.FixtureRequest, tmp_path: Path) -> SpecseedAu
     """Run specseed on an engine the test built; ``@pytest.mark.specseed(scenarios=[...],
     checks=[...])`` picks what runs."""
     marker = request.node.get_closest_marker("specseed")
-    scenarios = list(marker.kwargs.get("scenarios") or ()) if marker else []
-    checks = list(marker.kwargs.get("checks") or ()) if marker else []
+    if marker is not None:
+        unknown = sorted(set(marker.kwargs) - set(_MARKER_ARGUMENTS)) + (
+            ["positional arguments"] if marker.args else []
+        )
+        if unknown:
+            raise TypeError(
+                f"@pytest.mark.specseed takes scenarios= and checks= only, not {', '.join(unknown)}"
+            )
+    scenarios = _marker_names(marker, "scenarios")
+    checks = _marker_names(marker, "checks")
     scenarios = scenarios or list(request.config.getoption("--specseed-scenario"))
     checks = checks or list(request.config.getoption("--specseed-check"))
     return SpecseedAudit(scenarios, checks, _bundle_dir(request.config), tmp_path)

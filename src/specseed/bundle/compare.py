@@ -14,7 +14,7 @@ from specseed.checks.findings import EventState
 from specseed.checks.trace_evidence import event_state, first_divergence
 from specseed.traces.records import RunTrace
 
-RequestStatus = Literal["equal", "diverged", "rng-differs", "missing"]
+RequestStatus = Literal["equal", "diverged", "rng-differs", "reports-differ", "missing"]
 RNG_CONTEXT = 6
 """Event pairs shown side by side from the first RNG difference on."""
 TOKEN_CONTEXT = 4
@@ -29,7 +29,9 @@ class RequestComparison:
     request: str
     status: RequestStatus
     """``equal``: same tokens and RNG states; ``diverged``: tokens differ from ``position``;
-    ``rng-differs``: same tokens, different RNG states; ``missing``: on one side only."""
+    ``rng-differs``: same tokens, different RNG states; ``reports-differ``: same tokens and
+    states, another finish reason or log-probability (``position``; ``report`` says which);
+    ``missing``: on one side only."""
     position: int | None = None
     """First differing token (``diverged``)."""
     missing_from: str = ""
@@ -43,6 +45,8 @@ class RequestComparison:
     subsequence, offset, draws) differ; empty when every pair agrees."""
     rng_index: int = 0
     """Index of ``rng[0]`` among the request's events."""
+    report: str = ""
+    """What differs in the engine's reports (``reports-differ``)."""
 
     @property
     def differs(self) -> bool:
@@ -63,7 +67,7 @@ class RecordingDiff:
         return any(r.differs for r in self.requests)
 
     def counts(self) -> dict[str, int]:
-        out = {"equal": 0, "diverged": 0, "rng-differs": 0, "missing": 0}
+        out = {"equal": 0, "diverged": 0, "rng-differs": 0, "reports-differ": 0, "missing": 0}
         for r in self.requests:
             out[r.status] += 1
         return out
@@ -111,9 +115,13 @@ def compare_runs(
         a, b = left.end.outputs[request], right.end.outputs[request]
         rng_index, rng = _rng_pairs(_events(left, request), _events(right, request))
         position = first_divergence(a, b)
+        report = ""
         if position is None:
             status: RequestStatus = "rng-differs" if rng else "equal"
             start = 0
+            if status == "equal":
+                position, report = _report_difference(left, right, request)
+                status = "reports-differ" if report else "equal"
         else:
             status = "diverged"
             start = max(0, position - TOKEN_CONTEXT)
@@ -130,9 +138,30 @@ def compare_runs(
                 right_tokens=tuple(b[start:end]),
                 rng=rng,
                 rng_index=rng_index,
+                report=report,
             )
         )
     return out
+
+
+def _report_difference(left: RunTrace, right: RunTrace, request: str) -> tuple[int | None, str]:
+    """Where the engine's reports of one request differ between two recordings of the same
+    tokens: its finish reason, or the first token's log-probabilities ("" if nowhere)."""
+    a, b = left.end.finish_reasons.get(request), right.end.finish_reasons.get(request)
+    if a != b:
+        return None, f"finish reason {a} vs {b}"
+    x, y = left.end.logprobs.get(request), right.end.logprobs.get(request)
+    if x == y:
+        return None, ""
+    if x is None or y is None:
+        return None, "log-probabilities reported on one side only"
+    position = next((i for i, (p, q) in enumerate(zip(x, y, strict=False)) if p != q), None)
+    if position is None:
+        return None, f"log-probabilities of {len(x)} vs {len(y)} tokens"
+    return position, (
+        f"log-probability at token {position}: {x[position].logprob:.4g} vs "
+        f"{y[position].logprob:.4g}"
+    )
 
 
 def compare_recordings(

@@ -14,6 +14,8 @@ Layout (``BUNDLE_FORMAT`` 1; ARCHITECTURE.md, "Bundle format"):
                                    the distribution check's evidence for that run (per
                                    token numbers; ``check`` re-judges it without a model)
     DIR/<scenario>/minimal.yaml    optional: the smallest failing scenario (``minimize``)
+    DIR/report.html                the HTML report, written when the audit ends (the page
+                                   ``specseed report DIR -f html`` writes again)
 
 The manifest is written before anything runs and every whole file is written atomically
 (``specseed.core.files``: temporary file, fsync, ``os.replace``), so a crash or Ctrl-C leaves
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import json
 import os
 import platform
@@ -43,12 +46,13 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from specseed.bundle.integrity import MAX_LISTED, contradictions
 from specseed.checks.attribution import root_causes
 from specseed.checks.findings import (
     Finding,
 )
 from specseed.core.errors import InputError, ScenarioError
-from specseed.core.files import write_atomic
+from specseed.core.files import NotOwned, open_folder, write_inside
 from specseed.core.secrets import (  # noqa: F401 - re-exported
     REMOVED,
     is_secret_name,
@@ -90,7 +94,11 @@ FINDINGS_FILE = "findings.json"
 MINIMAL_FILE = "minimal.yaml"
 EVIDENCE_SUFFIX = ".distribution.json"
 """``<scenario>/<run>.distribution.json``: the distribution check's evidence of a run."""
-_TOP_LEVEL = (MANIFEST, MODEL, ENVIRONMENT)
+REPORT_HTML = "report.html"
+"""The HTML report (``reporting.html``), written once the audit ends; never read back."""
+ENGINE_LOG = "engine.log"
+"""The engine's own log while the runs went (``workflows.engine_log``)."""
+_TOP_LEVEL = (MANIFEST, MODEL, ENVIRONMENT, ENGINE_LOG, REPORT_HTML)
 
 
 class BundleError(InputError):
@@ -260,7 +268,7 @@ class BundleTraces:
     root: Path
 
     def __call__(self, scenario: str, run: str) -> TraceWriter:
-        return _ScrubbingTraceWriter(self.root / scenario / f"{run}.jsonl")
+        return _ScrubbingTraceWriter(self.root / scenario / f"{run}.jsonl", inside=self.root)
 
 
 def scenario_text(loaded: LoadedScenario, base_dir: Path) -> str:
@@ -301,17 +309,34 @@ def resolved_model_yaml(
     return header + yaml.safe_dump(data, sort_keys=False)
 
 
+def folder_entries(root: Path) -> list[str]:
+    """What makes ``root`` hold something: every entry but dot-files that are plain files or
+    folders (``.specseed.lock``, an editor's files). A dot-file that is a symlink, FIFO or
+    device counts: the folder is not empty, and nothing is written through it."""
+    entries = []
+    for entry in os.scandir(root):
+        if entry.name.startswith("."):
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:
+                mode = 0
+            if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+                continue
+        entries.append(entry.name)
+    return sorted(entries)
+
+
 def _clear_previous(root: Path, *, force: bool = False) -> list[str]:
     """Make ``root`` ready for a new bundle: it must be missing, empty, or (with ``force``)
     hold an earlier bundle, whose files are removed: only the files the bundle format names,
-    in folders named by the old manifest that are checked names inside ``root``; nothing else
-    is removed, and nothing outside ``root``. Returns what was removed."""
+    in folders named by the old manifest that are checked names inside ``root``, opened
+    without following a symlink; nothing else is removed, and nothing outside ``root``.
+    Returns what was removed."""
     if not os.path.lexists(root):
         return []
     if not root.is_dir():
         raise BundleError(f"{root} is not a directory", hint="give a new or empty directory")
-    entries = [p for p in root.iterdir() if not p.name.startswith(".")]
-    if not entries:
+    if not folder_entries(root):
         return []
     if not _is_regular(root / MANIFEST):
         raise BundleError(
@@ -330,32 +355,55 @@ def _clear_previous(root: Path, *, force: bool = False) -> list[str]:
         listed = [e for e in entries_ if isinstance(e, dict)]
     except (BundleError, ValueError, KeyError, TypeError, RecursionError):
         listed = []
-    for entry in listed:
-        name = entry.get("name")
-        if not isinstance(name, str) or _name_problem(name) or not _is_dir(root / name):
-            continue
-        folder = root / name
-        runs = [r for r in entry.get("runs") or () if isinstance(r, str) and not _name_problem(r)]
+    top = open_folder(root)
+    try:
+        seen: set[str] = set()
+        for entry in listed[:MAX_SCENARIOS]:
+            name = entry.get("name")
+            if not isinstance(name, str) or _name_problem(name) or name in seen:
+                continue
+            seen.add(name)
+            runs = [
+                r for r in entry.get("runs") or () if isinstance(r, str) and not _name_problem(r)
+            ]
+            for file in _clear_scenario(root, name, runs):
+                removed.append(f"{name}/{file}")
+            with contextlib.suppress(OSError):  # kept when it holds anything else
+                os.rmdir(name, dir_fd=top)
+        for file in _TOP_LEVEL:
+            if _unlink_file_at(top, file):  # never follows: the link goes, not its target
+                removed.append(file)
+    finally:
+        os.close(top)
+    return removed
+
+
+def _clear_scenario(root: Path, name: str, runs: Sequence[str]) -> list[str]:
+    """Remove an earlier bundle's files from its scenario folder ``name`` (a symlink or a
+    file there is left alone); returns what was removed."""
+    try:
+        folder = open_folder(root, (name,))
+    except OSError:
+        return []
+    try:
         names = {SCENARIO_FILE, FINDINGS_FILE, MINIMAL_FILE, *(f"{r}.jsonl" for r in runs)}
         names |= {f"{r}{EVIDENCE_SUFFIX}" for r in runs}
-        names |= {
-            p.name
-            for p in folder.iterdir()
-            if p.suffix == ".jsonl" or p.name.endswith(EVIDENCE_SUFFIX)
-        }
-        for file in sorted(names):
-            path = folder / file
-            if os.path.lexists(path) and not path.is_dir():
-                path.unlink()  # unlink never follows a symlink: the link goes, not its target
-                removed.append(f"{name}/{file}")
-        with contextlib.suppress(OSError):  # kept when it holds anything else
-            folder.rmdir()
-    for file in _TOP_LEVEL:
-        path = root / file
-        if os.path.lexists(path) and not path.is_dir():
-            path.unlink()
-            removed.append(file)
-    return removed
+        names |= {p for p in os.listdir(folder) if p.endswith((".jsonl", EVIDENCE_SUFFIX))}
+        return [file for file in sorted(names) if _unlink_file_at(folder, file)]
+    finally:
+        os.close(folder)
+
+
+def _unlink_file_at(folder: int, name: str) -> bool:
+    """Remove ``name`` from the folder ``folder`` unless it is a folder; True when removed."""
+    try:
+        st = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISDIR(st.st_mode):
+        return False
+    os.unlink(name, dir_fd=folder)
+    return True
 
 
 class BundleWriter:
@@ -411,14 +459,13 @@ class BundleWriter:
             ),
         )
         # The manifest first: whatever happens next, the directory says what it is.
-        write_atomic(self.root / MANIFEST, self.manifest.to_json())
-        write_atomic(self.root / MODEL, resolved_model_yaml(config, names, base_dir, settings))
+        write_inside(self.root, MANIFEST, self.manifest.to_json())
+        write_inside(self.root, MODEL, resolved_model_yaml(config, names, base_dir, settings))
         for loaded, _ in scenarios:
             text = scenario_text(loaded, base_dir)
-            (self.root / loaded.scenario.name).mkdir(exist_ok=True)
-            write_atomic(self.root / loaded.scenario.name / SCENARIO_FILE, text)
+            write_inside(self.root, (loaded.scenario.name, SCENARIO_FILE), text)
         self._environment = host_environment()
-        write_atomic(self.root / ENVIRONMENT, _json(self._environment))
+        write_inside(self.root, ENVIRONMENT, _json(self._environment))
 
     @property
     def trace_writer(self) -> BundleTraces:
@@ -431,7 +478,7 @@ class BundleWriter:
         merged = {**self._environment, **host_environment(), **engine}
         if merged != self._environment:
             self._environment = merged
-            write_atomic(self.root / ENVIRONMENT, _json(merged))
+            write_inside(self.root, ENVIRONMENT, _json(merged))
 
     def on_event(self, event: AuditEvent) -> None:
         if not isinstance(event, ScenarioChecked):
@@ -445,15 +492,15 @@ class BundleWriter:
             # Too large to read back: left out, and `check` asks the oracle as for older
             # bundles (never a file the reader would refuse).
             if len(text.encode()) <= MAX_EVIDENCE_BYTES:
-                write_atomic(self.root / result.scenario.name / f"{run}{EVIDENCE_SUFFIX}", text)
+                write_inside(self.root, (result.scenario.name, f"{run}{EVIDENCE_SUFFIX}"), text)
         data = FindingsFile(
             scenario=result.scenario.name,
             seconds=round(result.seconds, 3),
             findings=result.findings,
             root_causes=tuple(c.to_json() for c in root_causes(result.findings)),
         )
-        write_atomic(
-            self.root / result.scenario.name / FINDINGS_FILE, _json(data.model_dump(mode="python"))
+        write_inside(
+            self.root, (result.scenario.name, FINDINGS_FILE), _json(data.model_dump(mode="python"))
         )
 
     def finish(self, result: AuditResult, exit_code: int) -> None:
@@ -478,9 +525,9 @@ class BundleWriter:
         )
         text = self.manifest.to_json()
         try:
-            write_atomic(self.root / MANIFEST, text)
+            write_inside(self.root, MANIFEST, text)
         except OSError as exc:
-            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            if isinstance(exc, NotOwned) or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
             # No room for a temporary copy: rewrite the file in place. The old manifest's
             # space is freed first, and a manifest left "running" would misread the bundle.
@@ -489,11 +536,19 @@ class BundleWriter:
         if failed is not None:
             raise failed
 
+    def write_report(self, text: str) -> None:
+        """The HTML report (``REPORT_HTML``), rendered by the caller once the audit ended."""
+        write_inside(self.root, REPORT_HTML, text)
+
 
 def _rewrite_in_place(path: Path, text: str) -> None:
     data = scrub_text(text, by_name=False).encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
+    fd = os.open(path, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:  # never another name's text
+            raise NotOwned(path, "not a regular file of its own")
+        os.ftruncate(fd, 0)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
@@ -509,14 +564,17 @@ def _quote(arg: str) -> str:
 
 
 def write_minimal(root: Path, scenario: str, text: str) -> Path:
-    """Store a minimized scenario in a bundle (read back by :func:`read_bundle`)."""
+    """Store a minimized scenario in a bundle (read back by :func:`read_bundle`): in a
+    scenario folder of the bundle that is no symlink, never through a symlink or special
+    file at ``minimal.yaml`` (``BundleError``)."""
     check_name(scenario, "scenario name")
     if not _is_dir(root / scenario):
         raise BundleError(f"{root / scenario}: not a scenario folder of the bundle")
     path = root / scenario / MINIMAL_FILE
-    if os.path.lexists(path) and not _is_regular(path):
-        raise BundleError(f"{path}: not a regular file; refusing to write through it")
-    write_atomic(path, text)
+    try:
+        write_inside(root, (scenario, MINIMAL_FILE), text)
+    except NotOwned as exc:
+        raise BundleError(f"{exc.filename}: {exc.strerror}; refusing to write through it") from None
     return path
 
 
@@ -621,7 +679,15 @@ class Bundle:
                     + " (the audit did not finish)",
                 )
             results.append(
-                ScenarioResult(item.scenario, item.source, item.traces, tuple(chosen), 0.0, missing)
+                ScenarioResult(
+                    item.scenario,
+                    item.source,
+                    item.traces,
+                    tuple(chosen),
+                    0.0,
+                    missing,
+                    dict(item.distribution_evidence),
+                )
             )
         return AuditResult(
             config=self.config,
@@ -653,6 +719,11 @@ MAX_TRACE_STEPS = 200_000
 """Most step records in one trace."""
 MAX_EVIDENCE_BYTES = 64 << 20
 """Largest distribution evidence file read (64 MiB, as a trace: about 90 bytes a token)."""
+MAX_BUNDLE_TRACE_BYTES = 256 << 20
+"""Most trace bytes one bundle may hold in all (every trace is held in memory for the
+checks; the built-in audit's bundle holds about 5 MiB)."""
+MAX_SCENARIOS = 1024
+"""Most scenarios one manifest may list (each once: the built-in library holds 17)."""
 _NAME_MAX = 128
 
 
@@ -872,11 +943,33 @@ def _read_manifest(root: Path) -> Manifest:
             raise BundleError(f"{root / MANIFEST}: a scenario entry is malformed") from None
         where = ".".join(str(part) for part in first["loc"])
         raise BundleError(f"{root / MANIFEST}: {where}: {first['msg']}") from None
+    if len(parsed.scenarios) > MAX_SCENARIOS:
+        raise BundleError(
+            f"{root / MANIFEST} lists {len(parsed.scenarios)} scenarios; a bundle holds at "
+            f"most {MAX_SCENARIOS}",
+            hint="the bundle is damaged or was crafted; nothing was judged",
+        )
+    seen: set[str] = set()
     for entry in parsed.scenarios:
         check_name(entry.name, f"{root / MANIFEST}: scenario name")
+        _once(entry.name, seen, f"{root / MANIFEST} lists scenario", len(parsed.scenarios))
+        runs: set[str] = set()
         for run in entry.runs:
             check_name(run, f"{root / MANIFEST}: run name")
+            _once(run, runs, f"{root / MANIFEST}: scenario {entry.name} lists run", 0)
     return parsed
+
+
+def _once(name: str, seen: set[str], what: str, total: int) -> None:
+    """``BundleError`` for a name listed twice: a bundle's work is each scenario and run
+    once, and a name repeated would be judged (and cost) once per listing."""
+    if name in seen:
+        times = f" more than once (of {total} entries)" if total else " twice"
+        raise BundleError(
+            f"{what} {printable(name)}{times}; each scenario and run is recorded once",
+            hint="the bundle is damaged or was crafted; nothing was judged",
+        )
+    seen.add(name)
 
 
 def _read_trace_file(path: Path, notes: list[str]) -> RunTrace:
@@ -898,6 +991,57 @@ def _read_trace_file(path: Path, notes: list[str]) -> RunTrace:
     if trace.end.failure is not None and trace.end.failure.exception == "TraceTruncated":
         notes.append(f"{path.parent.name}/{path.name}: the run ends early (no end record)")
     return trace
+
+
+def read_run_trace(root: Path, scenario: str, run: str) -> RunTrace | None:
+    """One run's trace file of the bundle in ``root``, with its steps, read as
+    :func:`read_bundle` reads it (names checked, no symlink followed, sizes bounded); None
+    when the bundle has no such file."""
+    path = root / check_name(scenario, "scenario name") / f"{check_name(run, 'run name')}.jsonl"
+    if _member_kind(path) != "file":
+        return None
+    return _read_trace_file(path, [])
+
+
+def _spend(budget: list[int], path: Path) -> None:
+    """Count a trace file's bytes against the bundle's budget (``MAX_BUNDLE_TRACE_BYTES``)."""
+    budget[0] -= os.lstat(path).st_size
+    if budget[0] < 0:
+        raise BundleError(
+            f"{path}: the bundle's traces exceed {MAX_BUNDLE_TRACE_BYTES >> 20} MiB in all",
+            hint="split the audit into smaller bundles (--scenario, --shard)",
+        )
+
+
+def _links(path: Path) -> int:
+    """How many names a bundle file has (1 for a file of the bundle's own)."""
+    fd = _open_member(path)
+    try:
+        return os.fstat(fd).st_nlink
+    finally:
+        os.close(fd)
+
+
+def _read_minimal(path: Path, comparisons: Sequence[str], notes: list[str]) -> str | None:
+    """``minimal.yaml``'s text when it is a scenario of this bundle's own: a regular file
+    with no other hard link (one linked from outside would paste that file into an issue)
+    that validates as a scenario; otherwise None, and a note says why."""
+    if _member_kind(path) != "file":
+        return None
+    links = _links(path)
+    if links != 1:
+        notes.append(
+            f"{path.parent.name}/{MINIMAL_FILE}: has {links} hard links (a file from elsewhere); "
+            "not used"
+        )
+        return None
+    text = _read_member_yaml(path, MINIMAL_FILE)
+    try:
+        parse_scenario(text, str(path), comparisons)
+    except ScenarioError:
+        notes.append(f"{path.parent.name}/{MINIMAL_FILE}: not a valid scenario; not used")
+        return None
+    return text
 
 
 def read_bundle(path: Path) -> Bundle:
@@ -931,8 +1075,10 @@ def read_bundle(path: Path) -> Bundle:
 
     comparisons = registered_comparison_ids()  # plugins' comparisons are valid in expect
     scenarios = []
+    budget = [MAX_BUNDLE_TRACE_BYTES]
+    contradicted: list[str] = []
     for entry in manifest.scenarios:
-        name, source, planned_runs = entry.name, entry.source, entry.runs
+        name, source = entry.name, entry.source
         folder = root / name
         if _member_kind(folder) != "dir" or _member_kind(folder / SCENARIO_FILE) != "file":
             raise BundleError(f"{folder / SCENARIO_FILE}: missing from the bundle")
@@ -944,11 +1090,19 @@ def read_bundle(path: Path) -> Bundle:
                 f"{folder / SCENARIO_FILE} does not validate: "
                 f"{'; '.join(exc.problems or [exc.message])}"
             ) from None
+        if _links(folder / SCENARIO_FILE) != 1:
+            # Linked from elsewhere: its comments are not the bundle's to paste anywhere.
+            text = yaml.safe_dump(scenario.model_dump(mode="json", exclude_unset=True))
+            notes.append(f"{name}/{SCENARIO_FILE}: has other hard links; only its scenario is used")
         traces: dict[str, RunTrace] = {}
         evidence: dict[str, DistributionEvidence] = {}
-        for run in planned_runs or tuple(r.name for r in scenario.runs):
+        # Every run the scenario defines is due (the manifest's list must agree): a run whose
+        # trace is gone is missing, whatever the manifest says.
+        planned_runs = tuple(r.name for r in scenario.runs)
+        for run in planned_runs:
             trace_path = folder / f"{check_name(run, 'run name')}.jsonl"
             if _member_kind(trace_path) == "file":
+                _spend(budget, trace_path)
                 traces[run] = _read_trace_file(trace_path, notes)
                 evidence_path = folder / f"{run}{EVIDENCE_SUFFIX}"
                 if _member_kind(evidence_path) == "file":
@@ -965,13 +1119,21 @@ def read_bundle(path: Path) -> Bundle:
                 raise BundleError(f"{folder / FINDINGS_FILE}: malformed findings ({exc})") from None
         elif traces:
             notes.append(f"{name}: no findings recorded (re-run them with `specseed check`)")
-        minimal = None
-        if _member_kind(folder / MINIMAL_FILE) == "file":
-            minimal = _read_member_yaml(folder / MINIMAL_FILE, MINIMAL_FILE)
+        contradicted += contradictions(config, scenario, name, entry.runs, traces)
+        minimal = _read_minimal(folder / MINIMAL_FILE, comparisons, notes)
         scenarios.append(
             BundleScenario(
                 name, source, text, scenario, traces, findings, planned_runs, minimal, evidence
             )
+        )
+    if contradicted:
+        more = len(contradicted) - MAX_LISTED
+        raise BundleError(
+            f"{root}: the bundle contradicts itself: "
+            + "; ".join(printable(c) for c in contradicted[:MAX_LISTED])
+            + (f"; and {plural(more, 'more contradiction')}" if more > 0 else ""),
+            hint="the bundle is damaged or was crafted: its files disagree, so nothing in it "
+            "is judged; record it again with `specseed audit --bundle`",
         )
     return Bundle(
         root=root,
@@ -982,6 +1144,65 @@ def read_bundle(path: Path) -> Bundle:
         scenarios=tuple(scenarios),
         notes=tuple(notes),
     )
+
+
+@dataclass(frozen=True)
+class BundleSummary:
+    """What a bundle concluded, read without its model.yaml and scenario texts: a bundle
+    whose engine is not installed here (``specseed sweep`` reads each release's so)."""
+
+    root: Path
+    manifest: Manifest
+    environment: dict[str, str]
+    findings: dict[str, tuple[Finding, ...] | None]
+    """Each scenario's recorded findings (None: its checks never ran)."""
+    headers: dict[tuple[str, str], RunHeader]
+    """(scenario, run) -> the run's trace header, for the runs that have a trace."""
+
+    @property
+    def unfinished(self) -> tuple[str, ...]:
+        """Scenarios without findings or with a planned run that has no trace."""
+        return tuple(
+            entry.name
+            for entry in self.manifest.scenarios
+            if self.findings.get(entry.name) is None
+            or any((entry.name, run) not in self.headers for run in entry.runs)
+        )
+
+
+def read_summary(path: Path) -> BundleSummary:
+    """A bundle's manifest, environment, findings and run headers, under the limits of
+    :func:`read_bundle` (its model.yaml and scenario texts are not parsed); ``BundleError``
+    for a missing, foreign or damaged one."""
+    root = Path(path)
+    manifest = _read_manifest(root)
+    environment: dict[str, str] = {}
+    if _member_kind(root / ENVIRONMENT) == "file":
+        recorded = _read_json(root / ENVIRONMENT, "environment")
+        if not isinstance(recorded, dict):
+            raise BundleError(f"{root / ENVIRONMENT}: the environment is not a JSON object")
+        environment = {str(k): str(v) for k, v in recorded.items()}
+    findings: dict[str, tuple[Finding, ...] | None] = {}
+    headers: dict[tuple[str, str], RunHeader] = {}
+    for entry in manifest.scenarios:
+        folder = root / entry.name
+        for run in entry.runs:
+            trace_path = folder / f"{run}.jsonl"
+            if _member_kind(trace_path) == "file":
+                try:
+                    first = read_trace(itertools.islice(_trace_lines(trace_path, []), 1))
+                except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+                    why = printable(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                    raise BundleError(f"{trace_path}: not a readable trace ({why})") from None
+                headers[(entry.name, run)] = first.header
+        findings[entry.name] = None
+        if _member_kind(folder / FINDINGS_FILE) == "file":
+            data = _read_json(folder / FINDINGS_FILE, "findings file")
+            try:
+                findings[entry.name] = FindingsFile.model_validate(data).findings
+            except ValidationError as exc:
+                raise BundleError(f"{folder / FINDINGS_FILE}: malformed findings ({exc})") from None
+    return BundleSummary(root, manifest, environment, findings, headers)
 
 
 def recorded_scenarios(bundle: Bundle) -> Iterable[LoadedScenario]:

@@ -4,6 +4,7 @@ engine is ``workflows.replay``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 from specseed.bundle.format import Bundle
@@ -24,9 +25,15 @@ def _known_contract(name: str) -> str:
     return name
 
 
-def recheck(bundle: Bundle, contract: str | None = None) -> AuditResult:
+def recheck(
+    bundle: Bundle, contract: str | None = None, *, load_checkpoints: bool = False
+) -> AuditResult:
     """Apply the checks of this specseed to the bundle's recorded traces, holding the engine
-    to ``contract`` (default: the one the audit used). Imports no engine."""
+    to ``contract`` (default: the one the audit used). Imports no engine. The findings
+    recorded in the bundle play no part: a bundle never vouches for itself.
+    ``load_checkpoints``: the user's consent that the distribution check's oracle loads a
+    checkpoint the traces name (without it that check is ``skip`` where the bundle stored
+    no evidence)."""
     held_to = _known_contract(contract or bundle.contract)
     findings = {}
     for item in bundle.scenarios:
@@ -36,7 +43,14 @@ def recheck(bundle: Bundle, contract: str | None = None) -> AuditResult:
         # Stored distribution evidence is re-judged (no model, no torch); without it the
         # check asks the oracle, as for bundles older than the evidence file.
         stored = dict(item.distribution_evidence)
-        found = evaluate(scenario, item.traces, held_to, bundle.config.checks.skip, stored)
+        found = evaluate(
+            scenario,
+            item.traces,
+            held_to,
+            bundle.config.checks.skip,
+            stored,
+            load_checkpoints=load_checkpoints,
+        )
         for expectation in item.scenario.expect:
             if expectation not in complete:
                 missing = [r for r in expectation.runs if r not in item.traces]
@@ -56,3 +70,38 @@ def recheck(bundle: Bundle, contract: str | None = None) -> AuditResult:
 
 def recordings(bundle: Bundle) -> dict[tuple[str, str], RunTrace]:
     return {(s.name, run): trace for s in bundle.scenarios for run, trace in s.traces.items()}
+
+
+def disagreements(bundle: Bundle, rejudged: AuditResult) -> list[str]:
+    """Where the findings a bundle recorded (``findings.json``) disagree with those its
+    traces give now, one line per scenario: the statuses of each check's findings compared
+    (messages may change between versions; a verdict may not change unsaid)."""
+    lines = []
+    fresh = {s.scenario.name: s.findings for s in rejudged.scenarios}
+    for item in bundle.scenarios:
+        if item.findings is None:
+            continue
+        recorded, now = _statuses(item.findings), _statuses(fresh.get(item.name, ()))
+        differ = sorted(c for c in set(recorded) | set(now) if recorded.get(c) != now.get(c))
+        if not differ:
+            continue
+        shown = ", ".join(
+            f"{c} {_word(recorded.get(c))} -> {_word(now.get(c))}" for c in differ[:3]
+        )
+        more = f" and {len(differ) - 3} more" if len(differ) > 3 else ""
+        lines.append(
+            f"{item.name}: its findings.json disagrees with its traces ({shown}{more}); "
+            "the traces' verdict stands"
+        )
+    return lines
+
+
+def _statuses(findings: Iterable[Finding]) -> dict[str, tuple[str, ...]]:
+    by_check: dict[str, list[str]] = {}
+    for finding in findings:
+        by_check.setdefault(finding.check, []).append(finding.status)
+    return {check: tuple(sorted(statuses)) for check, statuses in by_check.items()}
+
+
+def _word(statuses: tuple[str, ...] | None) -> str:
+    return "/".join(dict.fromkeys(statuses)) if statuses else "absent"

@@ -10,10 +10,12 @@ from __future__ import annotations
 from specseed.checks import runs  # noqa: F401
 from specseed.checks import rng_state  # noqa: F401
 from specseed.checks import request_streams  # noqa: F401
+from specseed.checks import seed_collisions  # noqa: F401
 from specseed.checks import invariance  # noqa: F401
 from specseed.checks import distribution  # noqa: F401
 from specseed.checks import baseline  # noqa: F401
 from specseed.checks import sampler_params  # noqa: F401
+from specseed.checks import knobs  # noqa: F401
 
 # isort: on
 from specseed.checks.registry import (

@@ -9,9 +9,15 @@ separate them, never a single guessed name.
 
 Consequences are listed under their cause, not as causes:
 
+- a server that stopped serving (every run from one on failed with the server's own errors:
+  no answer, or an error answer to everything) is one cause, first: "the server stopped
+  answering at run R; N later runs not judged". Everything those runs could not show hangs
+  under it, and no defect class is blamed (a warmup batch it died on is no evidence of
+  buffers sized too small, and specseed's HTTP client, which reported it, did not crash);
 - a crashed run is its own cause (the exception and the innermost frame of the engine's code
-  its traceback shows), and the comparisons and run checks that could not run because of it
-  hang under it;
+  its traceback shows; when that frame is specseed's own code rather than the engine's, the
+  cause says so and asks for a report), and the comparisons and run checks that could not
+  run because of it hang under it;
 - a biased output distribution on a run whose streams share random numbers (a failing
   ``distinct-seeds``, ``unseeded-independence`` or ``draw-ranges-disjoint`` on the same run) is
   that sharing's consequence;
@@ -26,9 +32,13 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from specseed.checks.findings import ATTRIBUTION_TEXT, FAILING, Finding
+from specseed.checks.near_ties import NEAR_TIE, near_tie_text
+from specseed.checks.runs import NOT_SERVED, SERVER_DID_NOT_ANSWER
+from specseed.core.wording import plural
+from specseed.engine_adapters.openai.info import SERVER_FAILURES
 
 SHARING_CHECKS = frozenset({"distinct-seeds", "unseeded-independence", "draw-ranges-disjoint"})
 """Checks whose failure means streams share random numbers (a distribution's explanation)."""
@@ -64,9 +74,24 @@ class RootCause:
     """What an unexplained failure showed, for a cause the catalogue does not name."""
     consequences: tuple[Finding, ...] = field(default=())
     """The findings that follow from this cause rather than point at it."""
+    server: str | None = None
+    """For a cause that is the server's (it stopped serving, or failed runs it was sent):
+    what it did and what was not judged because of it."""
+    numerics: bool = False
+    """Greedy divergences all at near-ties inside the stated numeric envelope
+    (``checks/near_ties.py``): the engine's rounding, not a defect class."""
+    own_code: bool = False
+    """A crash whose innermost frame is specseed's own code, not the engine's: a bug in
+    specseed, said as such."""
 
     @property
     def kind(self) -> str:
+        if self.server is not None:
+            return "server"
+        if self.own_code:
+            return "specseed-bug"
+        if self.numerics:
+            return "numerics"
         if self.crash is not None:
             return "crash"
         if self.defect is None:
@@ -75,8 +100,14 @@ class RootCause:
 
     @property
     def label(self) -> str:
+        if self.server is not None:
+            return self.server
+        if self.own_code:
+            return f"specseed bug: {self.crash} (please report it with the bundle)"
         if self.crash is not None:
             return f"crash: {self.crash}"
+        if self.numerics and self.evidence:
+            return self.evidence
         if self.defect is None:
             return f"{self.check}: {self.evidence}" if self.evidence else self.check
         if self.alternatives:
@@ -100,16 +131,28 @@ class RootCause:
     def checks(self) -> list[str]:
         return list(dict.fromkeys(f.check for f in self.findings))
 
-    @property
-    def why(self) -> str:
+    def evidence_for(self, defect: str) -> str | None:
+        """The first line of evidence a finding of this cause gives for ``defect``."""
         for finding in self.findings:
             for suspect in finding.suspects:
-                if suspect.defect == self.defect:
-                    text = suspect.why
-                    if self.separated_by:
-                        text += f" (to tell them apart: {', '.join(self.separated_by)})"
-                    return text
-        return self.lead.message
+                if suspect.defect == defect:
+                    return suspect.why
+        return None
+
+    @property
+    def why(self) -> str:
+        """The evidence for the cause; for "one of A or B", for each of them in turn (a
+        reader must not see only A's side of a case the evidence leaves open)."""
+        shown = [(d, self.evidence_for(d)) for d in self.defects]
+        found = [(d, text) for d, text in shown if text is not None]
+        if not found:
+            return self.lead.message
+        if len(self.defects) < 2:
+            return found[0][1]
+        text = "; ".join(f"{defect}: {evidence}" for defect, evidence in found)
+        if self.separated_by:
+            text += f" (to tell them apart: {', '.join(self.separated_by)})"
+        return text
 
     @property
     def lead(self) -> Finding:
@@ -157,9 +200,11 @@ class RootCause:
             "alternatives": list(self.alternatives),
             "separated_by": list(self.separated_by),
             "crash": self.crash,
+            "server": self.server,
             "evidence": [ref(f) for f in self.findings if id(f) not in consequences],
             "consequences": [ref(f) for f in self.consequences],
             "why": self.why,
+            "evidence_by_defect": {d: self.evidence_for(d) for d in self.defects},
         }
 
 
@@ -168,37 +213,119 @@ def _named(finding: Finding) -> set[str]:
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-_NOT_ENGINE = ("/torch/", "/specseed/engine_adapters/base.py", "/specseed/run/", "/specseed/taps/")
+_NOT_CODE = ("/torch/",)
+_ENGINE_IN_SPECSEED = (
+    "/specseed/engine_adapters/reference/",
+    "/specseed/models/",
+    "/specseed/sampling/",
+    "/specseed/rng/",
+)
+"""specseed's own modules that are the engine under test when the reference engine runs
+(its decode loop, models, samplers and Philox): a crash there is the engine's."""
 
 
-def _engine_frame(path: str) -> bool:
-    """Whether a traceback frame is the engine's code: not Python's own library, not torch,
-    not specseed's run machinery or taps around the engine."""
+def _code_frame(path: str) -> bool:
+    """Whether a traceback frame is code that can be at fault: not Python's own library,
+    not torch (whose frames only carry out what the caller asked)."""
     stdlib = "/lib/python3" in path and "site-packages" not in path
-    return not stdlib and not path.startswith("<") and not any(p in path for p in _NOT_ENGINE)
+    return not stdlib and not path.startswith("<") and not any(p in path for p in _NOT_CODE)
+
+
+def specseed_own(path: str) -> bool:
+    """Whether a frame is specseed's own code (its runner, adapters, client, taps), not the
+    engine under test."""
+    return "/specseed/" in path and not any(p in path for p in _ENGINE_IN_SPECSEED)
+
+
+def _innermost(finding: Finding) -> tuple[str, str, str] | None:
+    frames = [
+        m for text in finding.details[1:] for m in _FRAME.finditer(text) if _code_frame(m.group(1))
+    ]
+    return frames[-1].groups() if frames else None  # type: ignore[return-value]
 
 
 def crash_site(finding: Finding) -> str:
     """The exception and, where a traceback was kept, its innermost frame outside Python's
-    own library, torch and specseed's run machinery: the engine's code."""
-    exception = (finding.details[0] if finding.details else finding.message).split(":")[0]
-    frames = [
-        m
-        for text in finding.details[1:]
-        for m in _FRAME.finditer(text)
-        if _engine_frame(m.group(1))
-    ]
-    if not frames:
+    own library and torch: the code that failed (the engine's, or specseed's own)."""
+    exception = _exception(finding)
+    frame = _innermost(finding)
+    if frame is None:
         return exception
-    path, line, func = frames[-1].groups()
+    path, line, func = frame
     short = path.split("site-packages/")[-1] if "site-packages/" in path else path
     if "/src/" in short:
         short = short.split("/src/")[-1]
     return f"{exception} in {func} ({short}:{line})"
 
 
+def _exception(finding: Finding) -> str:
+    return (finding.details[0] if finding.details else finding.message).split(":")[0]
+
+
+def _own_code(finding: Finding) -> bool:
+    frame = _innermost(finding)
+    return frame is not None and specseed_own(frame[0])
+
+
+def _server_failed(finding: Finding) -> bool:
+    """A run the server did not serve (the openai adapter's typed errors)."""
+    return (
+        finding.check == CRASH_CHECK
+        and finding.status == "fail"
+        and _exception(finding) in SERVER_FAILURES
+    )
+
+
 def _is_crash(finding: Finding) -> bool:
     return finding.check == CRASH_CHECK and finding.status == "fail" and not finding.suspects
+
+
+@dataclass(frozen=True)
+class _ServerGone:
+    first: Finding
+    """The first run of the stretch the server served none of."""
+    runs: frozenset[tuple[str, str]]
+    """Every (scenario, run) from it on: not judged."""
+    text: str
+
+
+def _server_gone(findings: Sequence[Finding]) -> _ServerGone | None:
+    """Where the server stopped serving: the first run of the longest last stretch of runs
+    that all failed with the server's own errors, when the stretch shows it stopped (more
+    than one run, or no answer at all) rather than failing one request."""
+    completion = [f for f in findings if f.check == CRASH_CHECK and f.status in ("pass", "fail")]
+    stretch: list[Finding] = []
+    for finding in reversed(completion):
+        if not _server_failed(finding):
+            break
+        stretch.insert(0, finding)
+    if not stretch:
+        return None
+    first = stretch[0]
+    said = NOT_SERVED.search(first.message)
+    silent = said is not None and said.group(1) == SERVER_DID_NOT_ANSWER
+    if len(stretch) < 2 and not silent:
+        return None
+    where = said.group(2) if said is not None else ""
+    run = f"{first.scenario}/{first.runs[0]}" if first.runs else first.scenario
+    later = len(stretch) - 1
+    if first is completion[0] and not silent:
+        text = (
+            f"the server served none of the {plural(len(stretch), 'run')}: it answered every "
+            f"request with an error ({_exception(first)}); nothing was judged"
+        )
+    else:
+        what = "answering" if silent else "serving (it answered every request with an error)"
+        text = (
+            f"the server stopped {what} at run {run}"
+            + (f", {where}" if where else "")
+            + (f"; {plural(later, 'later run')} not judged" if later else "; no run came after it")
+        )
+    return _ServerGone(first, frozenset((f.scenario, r) for f in stretch for r in f.runs), text)
+
+
+def _touches(finding: Finding, runs: frozenset[tuple[str, str]]) -> bool:
+    return any((finding.scenario, r) in runs for r in finding.runs)
 
 
 def _overlaps(a: Finding, b: Finding) -> bool:
@@ -209,6 +336,48 @@ def root_causes(findings: Sequence[Finding]) -> list[RootCause]:
     """The audit's root causes: crashes, then the smallest set of defect classes that explains
     every failing finding with suspects, then failures the catalogue does not explain."""
     failing = [f for f in findings if f.status in FAILING]
+    # A server that stopped serving: one cause, first, with everything its silence left
+    # unjudged under it (a defect class is blamed for none of it).
+    gone = _server_gone(findings)
+    first_causes: list[RootCause] = []
+    if gone is not None:
+        under = [f for f in failing if f is not gone.first and _touches(f, gone.runs)]
+        taken = {id(f) for f in (gone.first, *under)}
+        failing = [f for f in failing if id(f) not in taken]
+        # Its runs' own suspects (a burst above max_num_requests it failed) blame nothing:
+        # the server stopped, whatever it was sent.
+        under = [replace(f, suspects=()) if _server_failed(f) else f for f in under]
+        first_causes.append(
+            RootCause(
+                None,
+                CRASH_CHECK,
+                (replace(gone.first, suspects=()), *under),
+                server=gone.text,
+                consequences=tuple(under),
+            )
+        )
+    # Runs the server failed while it served the others: the server's, not code's.
+    refused = [f for f in failing if _server_failed(f) and not f.suspects]
+    if refused:
+        hung = [
+            f
+            for f in failing
+            if not f.suspects and not _server_failed(f) and any(_overlaps(r, f) for r in refused)
+        ]
+        first_causes.append(
+            RootCause(
+                None,
+                CRASH_CHECK,
+                (*refused, *hung),
+                server=(
+                    f"the server failed {plural(len(refused), 'run')} it was sent and served "
+                    f"the others: {refused[0].details[0] if refused[0].details else ''}"
+                ),
+                consequences=tuple(hung),
+            )
+        )
+        taken = {id(f) for f in (*refused, *hung)}
+        failing = [f for f in failing if id(f) not in taken]
     crashes = [f for f in failing if _is_crash(f)]
     rest = [f for f in failing if not _is_crash(f)]
 
@@ -272,7 +441,7 @@ def root_causes(findings: Sequence[Finding]) -> list[RootCause]:
     )
     chosen = covers[0] if covers else []
 
-    causes: list[RootCause] = []
+    causes: list[RootCause] = list(first_causes)
     for site, group in crash_groups.items():
         hung = under_crash.get(site, [])
         causes.append(
@@ -282,6 +451,7 @@ def root_causes(findings: Sequence[Finding]) -> list[RootCause]:
                 (*group, *hung),
                 crash=site,
                 consequences=tuple(hung),
+                own_code=_own_code(group[0]),
             )
         )
 
@@ -333,8 +503,19 @@ def root_causes(findings: Sequence[Finding]) -> list[RootCause]:
 
     # What the catalogue does not explain: named by its evidence, one cause per kind of it.
     unexplained: dict[tuple[str, str], list[Finding]] = {}
+    numerics: list[Finding] = []
     for finding in orphans:
-        unexplained.setdefault((finding.check, _evidence_of(finding)), []).append(finding)
+        text = _evidence_of(finding)
+        if text.startswith(NEAR_TIE):  # numerics the stated envelope allows: no defect
+            numerics.append(finding)
+            continue
+        unexplained.setdefault((finding.check, text), []).append(finding)
+    if numerics:
+        margins = [d.margin for f in numerics for d in f.diffs if d.margin is not None]
+        text = near_tie_text(margins)
+        causes.append(
+            RootCause(None, numerics[0].check, tuple(numerics), evidence=text, numerics=True)
+        )
     for (check, text), group in unexplained.items():
         causes.append(RootCause(None, check, tuple(group), evidence=text))
     return causes
@@ -364,6 +545,9 @@ def _trace(finding: Finding) -> str:
 
 def _evidence_of(finding: Finding) -> str:
     """What an unexplained finding saw, in words a maintainer can act on."""
+    margins = [d.margin for d in finding.diffs if d.margin is not None and d.margin.near_tie]
+    if margins and len(margins) == len(finding.diffs):
+        return near_tie_text(margins)
     for diff in sorted(finding.diffs, key=lambda d: d.position):
         text = ATTRIBUTION_TEXT.get(diff.attribution, diff.attribution)
         if diff.attribution == "sampler":

@@ -49,14 +49,23 @@ BASELINE_HINT = (
 )
 
 
-def _group_key(info: RequestInfo) -> tuple[str, tuple[int, ...], float, int, float]:
+GroupKey = tuple[str, tuple[int, ...], float, int, float, str]
+"""A sampled request's group: the copied request's name, its prompt and sampling setup
+(its knobs included)."""
+
+
+def _group_key(info: RequestInfo) -> GroupKey:
     match = _COPY.match(info.request_id)
     base = match["base"] if match else info.request_id
-    return (base, tuple(info.prompt_ids), info.temperature, info.top_k, info.top_p)
+    # The knobs too: copies that set other knobs are other distributions (one group per knob).
+    knobs = repr(sorted((k, v) for k, v in info.knobs().items() if k not in ("logprobs", "n")))
+    return (base, tuple(info.prompt_ids), info.temperature, info.top_k, info.top_p, knobs)
 
 
-def _sampled(trace: RunTrace) -> dict[tuple[str, tuple[int, ...], float, int, float], list[str]]:
-    groups: dict[tuple[str, tuple[int, ...], float, int, float], list[str]] = {}
+def sampled_groups(trace: RunTrace) -> dict[GroupKey, list[str]]:
+    """The run's sampled scenario requests by group, in trace order: the arms' groups the
+    check compares (and a report plots)."""
+    groups: dict[GroupKey, list[str]] = {}
     for info in trace.header.requests:
         if info.phase == "scenario" and info.temperature > 0:
             groups.setdefault(_group_key(info), []).append(info.request_id)
@@ -110,7 +119,7 @@ def losslessness(ctx: CheckContext, expectation: Expectation) -> Iterator[Findin
         return
     from specseed.distribution.twosample import TwoSampleGroup, analyse
 
-    left, right = _sampled(spec), _sampled(base)
+    left, right = sampled_groups(spec), sampled_groups(base)
     groups: list[TwoSampleGroup] = []
     for key, ids in left.items():
         other = right.get(key)

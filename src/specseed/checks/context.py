@@ -25,6 +25,10 @@ class CheckContext:
     (``distribution.evidence.DistributionEvidence``): read when a bundle stored it (the
     check re-judges it, no oracle), written by the check when it asked the oracle (the
     bundle stores it). The one mutable part: the caller owns the dict."""
+    load_checkpoints: bool = True
+    """Whether the ``distribution`` check's oracle may load a checkpoint a trace names
+    (False when a bundle from elsewhere is re-judged without the user's consent: the path
+    is the bundle's, not the user's)."""
 
     def max_draft_len(self, trace: RunTrace) -> int:
         return trace.header.engine_config.max_draft_len

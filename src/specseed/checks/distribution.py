@@ -67,7 +67,7 @@ from specseed.checks.context import CheckContext
 from specseed.checks.findings import Finding, Status, Suspect
 from specseed.checks.registry import run_check
 from specseed.checks.trace_evidence import shared_draws, sharing_suspects
-from specseed.traces.records import RunTrace
+from specseed.traces.records import RequestInfo, RunTrace
 
 if TYPE_CHECKING:
     from specseed.distribution.analysis import GroupResult
@@ -120,7 +120,7 @@ def distribution(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
             tuple(row for _, row in trace.rows_of(info.request_id)),
         )
         for info in trace.header.requests
-        if info.phase == "scenario" and info.temperature > 0
+        if info.phase == "scenario" and info.temperature > 0 and not _processed(info)
     ]
     if not samples:
         yield _finding(ctx, trace, "skip", "no sampled requests (greedy only)")
@@ -151,6 +151,16 @@ def distribution(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
                 "skip",
                 f"no stored evidence and no oracle here ({exc}): the distribution is judged "
                 "where torch is installed",
+            )
+            return
+        named = trace.header.engine_config.checkpoint
+        if named is not None and not ctx.load_checkpoints:
+            yield _finding(
+                ctx,
+                trace,
+                "skip",
+                f"no stored evidence, and the trace names the checkpoint {named}: not loaded "
+                "because a bundle names it (pass --engine-from-bundle to load it)",
             )
             return
         try:
@@ -284,6 +294,15 @@ def _suspects(
                 )
             )
     return suspects
+
+
+PROCESSORS = ("min_p", "logit_bias", "presence_penalty", "frequency_penalty", "repetition_penalty")
+"""Knobs that change the distribution a token is drawn from: the oracle knows temperature,
+top-k and top-p only, so requests that set one are left out (losslessness compares them)."""
+
+
+def _processed(info: RequestInfo) -> bool:
+    return any(getattr(info, knob) is not None for knob in PROCESSORS)
 
 
 def _temperatures(label: str) -> list[float]:

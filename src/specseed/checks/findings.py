@@ -79,6 +79,47 @@ class StreamSide:
     """Sampling events behind the divergent token (its step's, and the drafts it verified)."""
 
 
+NEAR_TIE = "numerics: near-tie"
+"""How a greedy divergence inside the numeric envelope is reported (and recognised)."""
+
+
+@dataclass(frozen=True)
+class Margin:
+    """At a greedy divergence, how far apart the two candidate tokens were: the logit of the
+    token one side emitted against the other's, with the numeric envelope they are judged
+    against (``checks/near_ties.py``)."""
+
+    tokens: tuple[int, int]
+    """The token each side emitted (left, right)."""
+    margin: float
+    """|logit(left token) - logit(right token)| at the common prefix."""
+    scale: float
+    """The row's largest |logit|."""
+    envelope: float
+    """The largest margin the stated numerics can flip: 2 (u + oracle error) * scale."""
+    logits_dtype: str
+    """The dtype whose unit roundoff u the envelope uses (the trace's, else bfloat16)."""
+    source: str
+    """Where the logits came from: ``oracle`` (the target recomputed teacher-forced), or
+    ``engine logprobs``."""
+
+    @property
+    def near_tie(self) -> bool:
+        return self.margin <= self.envelope
+
+    def text(self) -> str:
+        if self.near_tie:
+            return (
+                f"{NEAR_TIE}, margin {self.margin:.3g} within the envelope "
+                f"{self.envelope:.3g} ({self.logits_dtype} logits, scale {self.scale:.3g}, "
+                f"{self.source})"
+            )
+        return (
+            f"margin {self.margin:.3g} outside the numeric envelope {self.envelope:.3g} "
+            f"({self.logits_dtype} logits, {self.source}): not a near-tie"
+        )
+
+
 @dataclass(frozen=True)
 class TokenDiff:
     """The first divergence of one request between two runs (or two requests of one run)."""
@@ -97,6 +138,18 @@ class TokenDiff:
     """The earliest sampling event of the request whose state differs between the sides
     (None where the histories agree up to the divergent token). Acceptance can hide an early
     RNG difference for several tokens, so this, not the token's own events, is the cause."""
+    margin: Margin | None = None
+    """For a greedy request whose logits may differ: the two candidates' margin (None where
+    not measured: a sampled request, identical logits, or no logits to measure with)."""
+
+    def event_keys(self) -> list[tuple[str, int]]:
+        """The (kind, index) of every sampling event behind the divergent token on either
+        side, draft events first, then target, then accept, each by index: the rows every
+        rendering of the RNG state shows."""
+        return sorted(
+            {(e.kind, e.index) for e in (*self.left.events, *self.right.events)},
+            key=lambda k: (["draft", "target", "accept"].index(k[0]), k[1]),
+        )
 
 
 @dataclass(frozen=True)

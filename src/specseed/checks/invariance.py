@@ -9,11 +9,13 @@ by comes from the expectation, as the runner stamps it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 
 from specseed.checks.context import CheckContext
-from specseed.checks.findings import ATTRIBUTION_TEXT, Finding, Suspect, TokenDiff
+from specseed.checks.findings import ATTRIBUTION_TEXT, Finding, Margin, Suspect, TokenDiff
+from specseed.checks.near_ties import measure
 from specseed.checks.registry import comparison_check, comparison_checks
-from specseed.checks.suspects import divergence_suspects, merge
+from specseed.checks.suspects import divergence_suspects, merge, sampler_suspects
 from specseed.checks.token_suspects import TokenDivergence, token_suspects
 from specseed.checks.trace_evidence import stream_diff
 from specseed.core.contracts import RngContract
@@ -38,8 +40,7 @@ def _greedy(info: RequestInfo) -> bool:
 
 def _excused_by_row(diff: TokenDiff, contract: RngContract, check_id: str) -> bool:
     """True when the divergence is exactly what a row-subsequence contract allows."""
-    limitation = contract.limitation_for(check_id)
-    if limitation is None or limitation.defect != "row-subsequence":
+    if contract.limitation_for(check_id, "row-subsequence") is None:
         return False
     if diff.attribution != "rng-state" or diff.first_state_difference is None:
         return False
@@ -55,6 +56,19 @@ def _excused_by_row(diff: TokenDiff, contract: RngContract, check_id: str) -> bo
     )
     follows_rows = a.subsequence == a.kernel_row and b.subsequence == b.kernel_row
     return same_event and follows_rows and a.subsequence != b.subsequence
+
+
+def _excused_by_element0(
+    diff: TokenDiff, left: RunTrace, right: RunTrace, contract: RngContract, check_id: str
+) -> bool:
+    """True when a contract states that its kernels read element 0 of the seed tensor and
+    the divergence is exactly that: the same recorded state and logits on both sides, and
+    row 0 of the kernel call had another seed (the token came from that row's stream)."""
+    if contract.limitation_for(check_id, "row0-seed") is None:
+        return False
+    if diff.attribution != "sampler":
+        return False
+    return any(s.defect == "row0-seed" for s in sampler_suspects(diff, left, right))
 
 
 def _rows_moved(left: RunTrace, right: RunTrace, request: str) -> bool:
@@ -127,6 +141,8 @@ def _compare(
     suspects: list[Suspect] = []
     groups: list[tuple[str, tuple[str, ...]]] = []
     held_seeded_change: set[str] = set()
+    held_behind_own_seed: set[str] = set()
+    near_ties: list[Margin] = []
     for other in traces[1:]:
         for request in requests:
             diff = stream_diff(base, other, request)
@@ -134,13 +150,23 @@ def _compare(
             if diff is None:
                 if rule is not None and _only_seeds_changed(base, other, requests):
                     held_seeded_change.add(request)
+                if rule is not None and _behind_its_own_seed(base, other, request):
+                    held_behind_own_seed.add(request)
                 if limitation is not None and sampled and _rows_moved(base, other, request):
                     moved.append(request)
                 continue
-            if _excused_by_row(diff, contract, check_id):
+            if _excused_by_row(diff, contract, check_id) or _excused_by_element0(
+                diff, base, other, contract, check_id
+            ):
                 excused.append(diff)
                 continue
+            margin = measure(diff, base, other)
+            if margin is not None:
+                diff = replace(diff, margin=margin)
             diffs.append(diff)
+            if margin is not None and margin.near_tie:
+                near_ties.append(margin)  # the numerics can flip it: no defect blamed
+                continue
             if diff.attribution == "tokens-only":
                 found = token_suspects(rule, diff, base, other, set(requests))
                 suspects.extend(found)
@@ -151,34 +177,48 @@ def _compare(
                 suspects.extend(extra_suspects(diff))
     if diffs:
         first = diffs[0]
+        how = ATTRIBUTION_TEXT[first.attribution]
+        if first.margin is not None:
+            how += f"; {first.margin.text()}"
+        if len(near_ties) == len(diffs):
+            how += " (every divergence is a near-tie: numerics, not a defect)"
         yield Finding(
             status="fail",
             message=f"{_streams(len(diffs))} with {varied}; "
             f"{first.request} first diverges at token {first.position} "
-            f"({first.left.run} vs {first.right.run}): {ATTRIBUTION_TEXT[first.attribution]}",
+            f"({first.left.run} vs {first.right.run}): {how}",
             runs=runs,
             requests=tuple(dict.fromkeys(d.request for d in diffs)),
             suspects=merge(suspects),
             diffs=tuple(diffs),
             # Only where every diff was seen in tokens alone (state evidence has no groups).
             suspect_groups=(
-                _groups(groups, held_seeded_change) if len(groups) == len(diffs) else ()
+                _groups(groups, held_seeded_change, held_behind_own_seed)
+                if len(groups) == len(diffs) - len(near_ties) and groups
+                else ()
             ),
         )
     elif limitation is not None and (excused or moved):
         affected = tuple(dict.fromkeys([d.request for d in excused] + moved))
-        what = (
-            f"{plural(len(excused), 'stream changes', 'streams change')} with the kernel row"
-            if excused
-            else "rows moved without changing tokens"
-        )
+        by_element0 = [d for d in excused if d.attribution == "sampler"]
+        stated = contract.limitation_for(check_id, "row0-seed" if by_element0 else None)
+        if by_element0:
+            what = (
+                f"{plural(len(by_element0), 'stream changes', 'streams change')} with the "
+                "seed at kernel row 0"
+            )
+            how = "reads element 0 of the seed tensor"
+        elif excused:
+            what = f"{plural(len(excused), 'stream changes', 'streams change')} with the kernel row"
+            how = "makes the subsequence the batch row"
+        else:
+            what, how = "rows moved without changing tokens", "makes the subsequence the batch row"
         yield Finding(
             status="known-limitation",
-            message=f"{what} ({', '.join(affected)}); {contract.name} makes the subsequence the "
-            "batch row",
+            message=f"{what} ({', '.join(affected)}); {contract.name} {how}",
             runs=runs,
             requests=affected,
-            limitation=limitation.reason,
+            limitation=(stated or limitation).quoted,
             diffs=tuple(excused),
         )
     else:
@@ -209,17 +249,79 @@ def _only_seeds_changed(left: RunTrace, right: RunTrace, compared: Sequence[str]
     return bool(a) and bool(b) and a != b
 
 
+def _sampled_ahead(trace: RunTrace, request: str) -> list[RequestInfo]:
+    """The sampled scenario requests listed before ``request`` in a run: the rows ahead of
+    it in the batch its requests start in (over HTTP: sent before it)."""
+    ahead: list[RequestInfo] = []
+    for info in trace.header.requests:
+        if info.phase != "scenario":
+            continue
+        if info.request_id == request:
+            return ahead
+        if info.temperature > 0:
+            ahead.append(info)
+    return ahead
+
+
+def _behind_its_own_seed(base: RunTrace, other: RunTrace, request: str) -> bool:
+    """``request`` leads the sampled rows in ``base`` and sits behind sampled requests of its
+    own seed only in ``other``: a kernel reading row 0's seed gives it its own seed there, a
+    kernel using the row as the subsequence does not (the control that tells them apart)."""
+    seed = base.request(request).seed
+    ahead = _sampled_ahead(other, request)
+    return (
+        seed is not None
+        and not _sampled_ahead(base, request)
+        and bool(ahead)
+        and all(info.seed == seed for info in ahead)
+    )
+
+
 def _groups(
-    groups: list[tuple[str, tuple[str, ...]]], held: set[str]
+    groups: list[tuple[str, tuple[str, ...]]], held: set[str], held_behind_own_seed: set[str]
 ) -> tuple[tuple[str, ...], ...]:
     """Each token-only divergence's defects, less row0-seed for a request whose tokens held
-    while only seeded neighbours changed (a kernel reading another row's seed would not)."""
+    while only seeded neighbours changed (a kernel reading another row's seed would not),
+    and less row-subsequence for one whose tokens held behind requests of its own seed (a
+    kernel using the row as the subsequence would not)."""
     out = []
     for request, defects in groups:
-        kept = tuple(d for d in defects if not (d == "row0-seed" and request in held))
+        kept = tuple(
+            d
+            for d in defects
+            if not (d == "row0-seed" and request in held)
+            and not (d == "row-subsequence" and request in held_behind_own_seed)
+        )
         if kept:
             out.append(kept)
     return tuple(dict.fromkeys(out))
+
+
+def _batched_with_others(d: TokenDivergence) -> list[Suspect]:
+    """On a server that batches by timing (not restarted between runs), a seeded request
+    served beside other sampled requests may change with which of them shared its steps,
+    and in which rows, however identical the traffic sent: the defects that make a stream
+    follow its neighbours fit too. Tokens cannot tell them from an ignored seed."""
+    if d.left.header.fresh_engine and d.right.header.fresh_engine:
+        return []
+    if not (d.sampled_neighbours(d.left) or d.sampled_neighbours(d.right)):
+        return []
+    found = [
+        Suspect(
+            "row0-seed",
+            f"{d.what} differs at {d.where} and shared the server with other sampled "
+            "requests: its draws may follow the seed of whichever sat in row 0",
+        )
+    ]
+    if d.unseeded_neighbours(d.left) or d.unseeded_neighbours(d.right):
+        found.append(
+            Suspect(
+                "neighbor-unseeded",
+                f"{d.what} differs at {d.where} and shared the server with an unseeded "
+                "request: its seed may have been dropped for the engine's",
+            )
+        )
+    return found
 
 
 def _seed_not_deciding(d: TokenDivergence) -> list[Suspect]:
@@ -230,7 +332,8 @@ def _seed_not_deciding(d: TokenDivergence) -> list[Suspect]:
             "engine-counter",
             f"{d.what} differs at {d.where} between two identical runs: its seed does not "
             "decide its stream (the engine ignores it, or a proxy drops it)",
-        )
+        ),
+        *_batched_with_others(d),
     ]
 
 
@@ -261,7 +364,8 @@ def _stream_follows_uptime(d: TokenDivergence) -> list[Suspect]:
             "engine-counter",
             f"{d.what} differs at {d.where} after earlier traffic: the stream depends on how "
             "much the engine served before",
-        )
+        ),
+        *(_batched_with_others(d) if d.seeded else []),
     ]
 
 
@@ -320,9 +424,25 @@ def batch_invariance(ctx: CheckContext, expectation: Expectation) -> Iterator[Fi
 def _stream_follows_row(d: TokenDivergence) -> list[Suspect]:
     if not d.seeded:
         return []
-    return [
+    found = [
         Suspect("row-subsequence", f"{d.what} differs at {d.where} when only its batch row changed")
     ]
+    ahead = [
+        info
+        for trace in (d.left, d.right)
+        for info in _sampled_ahead(trace, d.diff.request)
+        if info.seed != d.request.seed
+    ]
+    if ahead:
+        # Behind a request of another seed, a kernel reading row 0's seed changes it too.
+        found.append(
+            Suspect(
+                "row0-seed",
+                f"{d.what} differs at {d.where} behind {ahead[0].request_id} (seed "
+                f"{ahead[0].seed}): its draws may follow row 0's seed",
+            )
+        )
+    return found
 
 
 @comparison_check(

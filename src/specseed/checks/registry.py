@@ -165,10 +165,15 @@ def load_plugin_checks() -> list[str]:
     import importlib
     from importlib.metadata import entry_points
 
+    from specseed.core.errors import plugin_code
+
     problems = []
     for point in entry_points(group=ENTRY_POINT_GROUP):
         try:
-            importlib.import_module(point.value.partition(":")[0])
-        except Exception as exc:
-            problems.append(f"check plugin {point.name}: {type(exc).__name__}: {exc}")
+            with plugin_code(f"its module {point.value}"):
+                importlib.import_module(point.value.partition(":")[0])
+        except Exception as exc:  # SystemExit too: plugin_code made it a PluginError
+            problems.append(
+                f"check plugin {point.name}: {type(exc).__name__}: {exc} (its checks do not run)"
+            )
     return problems

@@ -177,12 +177,17 @@ class _PairFindings:
         return self.count - len(self.details)
 
 
+def _knobs(info: RequestInfo) -> dict[str, object]:
+    return {k: v for k, v in info.knobs().items() if k != "n"}
+
+
 def _same_setup(x: RequestInfo, y: RequestInfo) -> bool:
-    return (x.prompt_ids, x.temperature, x.top_k, x.top_p) == (
+    return (x.prompt_ids, x.temperature, x.top_k, x.top_p, _knobs(x)) == (
         y.prompt_ids,
         y.temperature,
         y.top_k,
         y.top_p,
+        _knobs(y),
     )
 
 
@@ -201,6 +206,21 @@ def _identical_outputs(trace: RunTrace, x: RequestInfo, y: RequestInfo) -> bool:
     n = min(len(a), len(b))
     same = n >= MIN_TOKENS_FOR_IDENTITY and a[:n] == b[:n] and _same_setup(x, y)
     return same and _broad(x)
+
+
+def _family(x: RequestInfo, y: RequestInfo) -> bool:
+    """Whether two requests are children of one request's ``n`` (or it and its child)."""
+    return (x.parent or x.request_id) == (y.parent or y.request_id)
+
+
+def _parent_seed(trace: RunTrace, child: RequestInfo) -> int | None:
+    """The seed of the request whose ``n`` a child belongs to (its own, for the parent)."""
+    if child.parent is None:
+        return child.seed
+    try:
+        return trace.request(child.parent).seed
+    except KeyError:
+        return None
 
 
 def _scenario_requests(trace: RunTrace) -> list[RequestInfo]:
@@ -229,6 +249,18 @@ def _shared_stream(
     """Why two requests that must not share random numbers did (None: they did not)."""
     trace = index.trace
     identical = _identical_outputs(trace, x, y)
+    if shared and _family(x, y) and shared[0][0][0].seed == _parent_seed(trace, x):
+        (a, _, _), _ = shared[0]
+        problem = (
+            f"{_label(x)} and {_label(y)}, children of one request's n, both drew from seed "
+            f"{fmt_seed(a.seed)}, subsequence {a.subsequence}, offset {a.offset} "
+            f"({plural(len(shared), 'event')})"
+        )
+        why = (
+            f"{x.request_id} and {y.request_id} are children of one request: each must sample "
+            "under a seed of its own, yet they shared states"
+        )
+        return problem, [Suspect("children-shared-stream", why)]
     if shared:
         (a, _, _), _ = shared[0]
         same = ", same prompt, identical tokens" if identical else ""
@@ -386,7 +418,7 @@ def unseeded_independence(ctx: CheckContext, trace: RunTrace) -> Iterator[Findin
             message=f"{trace.name}: {seen}; {contract.name} does not give unseeded requests "
             "streams of their own",
             runs=(trace.name,),
-            limitation=limitation.reason,
+            limitation=limitation.quoted,
             details=tuple(excused),
         )
         return

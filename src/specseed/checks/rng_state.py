@@ -311,7 +311,7 @@ def _why_none(trace: RunTrace) -> str:
     if failure is not None:
         # The real reason: the run ended before it drew (a crash, or an interrupt).
         ended = "was interrupted" if failure.exception == "Interrupted" else "crashed"
-        return f" (the run {ended} at step {failure.step}, {failure.phase}: {failure.exception})"
+        return f" (the run {ended} {failure.where}: {failure.exception})"
     scenario = [r for r in trace.header.requests if r.phase == "scenario"]
     return " (every request is greedy)" if all(r.temperature == 0 for r in scenario) else ""
 
@@ -449,7 +449,7 @@ def draw_ranges_disjoint(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding
             message=f"{trace.name}: {seen}; {contract.name} does not keep draw ranges disjoint",
             runs=(trace.name,),
             requests=tuple(sorted({r for r, _, _ in excused})),
-            limitation=limitation.reason,
+            limitation=limitation.quoted,
             details=describe(excused),
         )
     else:

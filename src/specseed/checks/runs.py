@@ -2,16 +2,45 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from specseed.checks.context import CheckContext
 from specseed.checks.findings import Finding, Suspect
 from specseed.checks.registry import run_check
 from specseed.core.wording import plural
-from specseed.traces.records import RunTrace
+from specseed.engine_adapters.openai.info import SERVER_FAILURES, STOPPED_ANSWERING
+from specseed.traces.records import EngineFailure, RunTrace
 
 INTERRUPTED = "Interrupted"
 """The failure an interrupt (SIGINT/SIGTERM) ends a run's trace with (``run/execute.py``)."""
+SERVER_DID_NOT_ANSWER = "did not answer"
+SERVER_ANSWERED = "answered with an error"
+NOT_SERVED = re.compile(
+    rf" was not served: the server ({SERVER_DID_NOT_ANSWER}|{SERVER_ANSWERED}) at (.+?): "
+    r"(\w+): "
+)
+"""How a runs-complete finding says a server did not serve its run: whether it answered,
+where the run stopped, the exception (``root_causes`` reads it back)."""
+
+
+def stopped_where(failure: EngineFailure) -> str:
+    """Where a run stopped, in words: the engine step where it has one, else the phase."""
+    batch = f"batch of {failure.batch_size}"
+    if failure.step >= 0:
+        return f"step {failure.step} ({failure.phase}, {batch})"
+    if failure.batch_size == 0:
+        return "its start (before its first request)"
+    return f"the {failure.phase} phase ({batch})"
+
+
+def server_answered(failure: EngineFailure) -> bool:
+    """Whether a server failure came with an HTTP answer (an error status, a body that is
+    not a completion) and the server still answered afterwards, rather than none (nothing
+    listening, the connection dropped, or silence once the run had failed)."""
+    if STOPPED_ANSWERING in failure.message:
+        return False
+    return failure.exception != "ServerUnavailable" or "HTTP " in failure.message
 
 
 @run_check(
@@ -39,10 +68,12 @@ def runs_complete(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         # Stopped by the user, not by the engine: unfinished, never an engine failure.
         yield Finding(
             status="skip",
-            message=f"{trace.name} unfinished: interrupted at step {failure.step} "
-            f"({failure.phase}): {failure.message}",
+            message=f"{trace.name} unfinished: interrupted {failure.where}: {failure.message}",
             runs=(trace.name,),
         )
+        return
+    if failure.exception in SERVER_FAILURES:
+        yield _server_failure(trace, failure, limit)
         return
     suspects = []
     if failure.batch_size > limit:
@@ -56,10 +87,7 @@ def runs_complete(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         )
     yield Finding(
         status="fail",
-        message=(
-            f"{trace.name} crashed at step {failure.step} ({failure.phase}, batch of "
-            f"{failure.batch_size}): {failure.exception}: {failure.message}"
-        ),
+        message=(f"{trace.name} crashed {failure.where}: {failure.exception}: {failure.message}"),
         runs=(trace.name,),
         suspects=tuple(suspects),
         # The traceback names the crash's site (attribution reads its innermost frame).
@@ -67,6 +95,36 @@ def runs_complete(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
             f"{failure.exception}: {failure.message}",
             *((failure.traceback,) if failure.traceback else ()),
         ),
+    )
+
+
+def _server_failure(trace: RunTrace, failure: EngineFailure, limit: int) -> Finding:
+    """A run the server did not serve: failing, with where and why, and the traceback kept
+    out (its frames are specseed's HTTP client, which only reported what the server did)."""
+    answered = server_answered(failure)
+    suspects = []
+    if answered and failure.batch_size > limit:
+        # A server that answered a burst above max_num_requests with an error, and (as root
+        # causes decide from the whole audit) served the runs after it: its buffers.
+        suspects.append(
+            Suspect(
+                "warmup-overflow",
+                f"the server failed a {failure.phase} batch of "
+                f"{plural(failure.batch_size, 'row')}, above max_num_requests {limit}: "
+                "buffers sized max_num_requests cannot hold it",
+            )
+        )
+    how = SERVER_ANSWERED if answered else SERVER_DID_NOT_ANSWER
+    where = stopped_where(failure)
+    return Finding(
+        status="fail",
+        message=(
+            f"{trace.name} was not served: the server {how} at {where}: "
+            f"{failure.exception}: {failure.message}"
+        ),
+        runs=(trace.name,),
+        suspects=tuple(suspects),
+        details=(f"{failure.exception}: {failure.message}",),
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from specseed.checks.findings import EventState, Suspect, TokenDiff
+from specseed.checks.findings import FAILING, EventState, Finding, Suspect, TokenDiff
 from specseed.core.contracts import DEFAULT_SAMPLING_SEED, RngContract
 from specseed.core.seeds import fmt_seed
 from specseed.traces.records import RequestInfo, RunTrace, SamplingEvent, StepRecord
@@ -87,6 +87,28 @@ def _info(trace: RunTrace, request_id: str) -> RequestInfo | None:
         return None
 
 
+def children_suspect(trace: RunTrace, request_id: str, seed: int) -> Suspect | None:
+    """A child of ``n`` (``<request>#i``) that sampled under its parent's seed instead of its
+    own (seed + i): the children share one stream."""
+    try:
+        info = trace.request(request_id)
+    except KeyError:
+        return None
+    if info.parent is None:
+        return None
+    try:
+        parent = trace.request(info.parent)
+    except KeyError:
+        return None
+    if parent.seed is None or info.seed is None or seed != parent.seed or info.seed == seed:
+        return None
+    return Suspect(
+        "children-shared-stream",
+        f"{request_id}, a child of {info.parent} (n {parent.n}), sampled with seed "
+        f"{fmt_seed(seed)}, its parent's, not its own {fmt_seed(info.seed)}",
+    )
+
+
 def seed_suspects(
     trace: RunTrace,
     step: StepRecord,
@@ -96,6 +118,9 @@ def seed_suspects(
     contract: RngContract,
 ) -> list[Suspect]:
     """Why a request's event carries a seed other than the contract's."""
+    family = children_suspect(trace, request_id, event.seed)
+    if family is not None:
+        return [family]
     suspects: list[Suspect] = []
     # An engine-wide counter gives every row of a call one seed at offset 0, so it fits any
     # wrong seed read at offset 0; the other rules name what else fits, and attribution
@@ -135,6 +160,16 @@ def seed_suspects(
         if counter is not None and event.seed != DEFAULT_SAMPLING_SEED:
             suspects.append(counter)
         return suspects
+    low = request_seed & ((1 << 32) - 1)
+    if event.seed == low != request_seed & ((1 << 64) - 1):
+        # The seed asked for, less its high 32 bits: no other explanation gives exactly that.
+        return [
+            Suspect(
+                "seed-high-bits-dropped",
+                f"{request_id} asked for seed {fmt_seed(request_seed)} but sampled with seed "
+                f"{fmt_seed(event.seed)}: its low 32 bits only",
+            )
+        ]
     neighbours = [
         (rid, seed) for rid, seed in unseeded_in_call(trace, step, event) if rid != request_id
     ]
@@ -237,11 +272,13 @@ def overlap_suspect(
                     f"{draft.offset}, where the accept test of iteration "
                     f"{draft.decoding_iter + 1} reads its uniform {draft.index}",
                 )
-    if request_seed is not None and first.seed != request_seed and first.offset == 0:
+    # Seeds are compared as the uint64 a kernel reads (a request may ask for -4873).
+    asked = None if request_seed is None else request_seed & ((1 << 64) - 1)
+    if asked is not None and first.seed != asked and first.offset == 0:
         return Suspect(
             "engine-counter",
             f"{first.label()} and {second.label()} both read seed {fmt_seed(first.seed)} from offset 0, "
-            f"not the request's seed {fmt_seed(request_seed)}: an engine-wide seed, offset always 0",
+            f"not the request's seed {fmt_seed(asked)}: an engine-wide seed, offset always 0",
         )
     pair = {first.kind: first, second.kind: second}
     if set(pair) == {"accept", "draft"}:
@@ -305,7 +342,11 @@ def divergence_suspects(
         pairs = [(left_events[k], right_events[k]) for k in keys]
     for a, b in pairs:
         if a.seed != b.seed:
-            odd = [e for e in (a, b) if request_seed is not None and e.seed != request_seed]
+            odd = [
+                e
+                for e in (a, b)
+                if request_seed is not None and e.seed != request_seed & ((1 << 64) - 1)
+            ]
             for e in odd:
                 trace = left if e is a else right
                 step = _step(trace, e.step)
@@ -336,11 +377,11 @@ def divergence_suspects(
                     offset_suspects(e, e.decoding_iter, contract, _max_draft_len(trace))
                 )
     if diff.attribution == "sampler":
-        suspects.extend(_sampler_suspects(diff, left, right))
+        suspects.extend(sampler_suspects(diff, left, right))
     return suspects
 
 
-def _sampler_suspects(diff: TokenDiff, left: RunTrace, right: RunTrace) -> list[Suspect]:
+def sampler_suspects(diff: TokenDiff, left: RunTrace, right: RunTrace) -> list[Suspect]:
     """Same recorded state and logits, different token: the kernel read another row's state."""
     found: list[Suspect] = []
     for side, trace in ((diff.left, left), (diff.right, right)):
@@ -373,3 +414,18 @@ def _step(trace: RunTrace, number: int) -> StepRecord | None:
 
 def _max_draft_len(trace: RunTrace) -> int:
     return trace.header.engine_config.max_draft_len
+
+
+def with_departures(finding: Finding, contract: RngContract) -> Finding:
+    """A failing finding whose suspects include a departure of the contract's layout (an
+    upstream bug it carries, not a limitation its authors stated): each such suspect says
+    so and names upstream's report or fix."""
+    if finding.status not in FAILING or not contract.departures:
+        return finding
+    suspects = []
+    for suspect in finding.suspects:
+        departure = contract.departure_for(suspect.defect)
+        if departure is not None and departure.upstream not in suspect.why:
+            suspect = Suspect(suspect.defect, f"{suspect.why} ({contract.name}: {departure.note})")
+        suspects.append(suspect)
+    return replace(finding, suspects=tuple(suspects))

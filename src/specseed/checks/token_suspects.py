@@ -49,6 +49,16 @@ class TokenDivergence:
         diff = self.diff
         return f"token {diff.position} ({diff.left.run} vs {diff.right.run})"
 
+    def sampled_neighbours(self, trace: RunTrace) -> bool:
+        """Whether ``trace`` served a sampled request besides this one (any compared one
+        included): requests a kernel call could share."""
+        return any(
+            info.phase == "scenario"
+            and info.request_id != self.diff.request
+            and info.temperature > 0
+            for info in trace.header.requests
+        )
+
     def unseeded_neighbours(self, trace: RunTrace) -> bool:
         """Whether ``trace`` served a sampled, unseeded request besides the compared ones."""
         return any(

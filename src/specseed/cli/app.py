@@ -7,6 +7,7 @@ torch, so that ``specseed --help`` and scenario validation stay fast.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import sys
 from typing import Annotated, Any
@@ -17,9 +18,25 @@ from specseed.cli import bundle_reading, minimize, replay, rng, scenarios, searc
 from specseed.cli.audit import AUDIT_HELP, audit
 from specseed.cli.checkpoint import make_checkpoint
 from specseed.cli.doctor import doctor
+from specseed.cli.error_boundary import stdout_lost
 from specseed.cli.misc import checks, contracts, engines, formats, init, schema
 from specseed.cli.serve import SERVE_HELP, serve
+from specseed.cli.sweep import SWEEP_HELP, sweep
 from specseed.core.version import __version__
+from specseed.workflows.outputs import stdout_failed
+
+
+def tolerant_streams() -> None:
+    """stdout and stderr write what their encoding cannot hold as backslash escapes
+    (``PYTHONIOENCODING=ascii``, a latin-1 terminal, a lone surrogate from a server) instead
+    of stopping the command with ``UnicodeEncodeError``. A closed stream (None) is left
+    alone: whoever writes to it handles that."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is None:
+            continue
+        with contextlib.suppress(ValueError, OSError):  # closed, or cannot change
+            reconfigure(errors="backslashreplace")
 
 
 def _flags_show_no_placeholder() -> None:
@@ -44,6 +61,31 @@ def _flags_show_no_placeholder() -> None:
 
 
 _flags_show_no_placeholder()
+
+
+def _help_writes_as_specseed_does() -> None:
+    """Typer's help goes out through ``SafeConsole``'s writing, as every other output: to a
+    pipe or a file its lines carry no padding at their ends (Rich pads the help's panels out
+    to the width). Typer builds its help console in one private function; where a typer
+    release lacks it, the padding stays (cosmetic)."""
+    from typer import rich_utils
+
+    from specseed.core.secrets import SafeConsole
+
+    built = getattr(rich_utils, "_get_rich_console", None)
+    if built is None or getattr(built, "_specseed", False):
+        return
+
+    def console(stderr: bool = False) -> Any:
+        made = built(stderr=stderr)
+        made.__class__ = SafeConsole  # Typer's settings (theme, width), SafeConsole's output
+        return made
+
+    console._specseed = True  # type: ignore[attr-defined]
+    rich_utils._get_rich_console = console
+
+
+_help_writes_as_specseed_does()
 
 app = typer.Typer(
     name="specseed",
@@ -74,6 +116,7 @@ def _root(
     ] = False,
 ) -> None:
     """Reproducibility auditor for speculative decoding in LLM inference engines."""
+    tolerant_streams()  # again: the app may run without the console script (a test runner)
 
 
 app.command("audit", help=AUDIT_HELP)(audit)
@@ -83,6 +126,7 @@ app.command("diff")(bundle_reading.diff)
 app.command("replay")(replay.replay)
 app.command("minimize", help=minimize.MINIMIZE_HELP)(minimize.minimize)
 app.command("search", help=search.SEARCH_HELP)(search.search)
+app.command("sweep", help=SWEEP_HELP)(sweep)
 app.command("init")(init)
 app.command("serve", help=SERVE_HELP)(serve)
 app.add_typer(scenarios.app, name="scenarios")
@@ -135,8 +179,17 @@ frozen)."""
 
 def main() -> None:
     """Entry point of the ``specseed`` console script."""
+    tolerant_streams()
     try:
-        app()
+        try:
+            app()
+        except OSError as exc:  # a command outside the error boundary printed to a full stdout
+            if not stdout_failed(exc):
+                raise
+            try:
+                stdout_lost(exc)
+            except typer.Exit as done:
+                sys.exit(done.exit_code)
     finally:
         # The interpreter's last garbage collections would walk every object torch's import
         # made (about 0.35 s of a 2-core VM's exit, after the last line is printed); frozen,

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from specseed.cli.error_boundary import error_boundary
-from specseed.cli.inputs import FLAG, check_model_yaml_argument
+from specseed.cli.inputs import ENGINE_LOG, FLAG, check_model_yaml_argument
 from specseed.core.errors import InputError
 from specseed.core.secrets import SafeConsole
 
@@ -31,7 +31,7 @@ scenario library.
 
 Exit codes: 0 every invariant holds, 1 a violation, 2 bad input, 3 the engine could not run,
 4 nothing was checked (every finding is skip), 5 an output (report or trace file) could not be
-written, 130/143 interrupted (SIGINT/SIGTERM).
+written, 130/143/129 interrupted (SIGINT/SIGTERM/SIGHUP).
 """
 
 
@@ -57,28 +57,21 @@ def audit(
         typer.Option(
             "--report",
             help="Write a report in FORMAT to PATH ('-' for stdout); repeatable. FORMAT: json "
-            "(as --json), junit (as --junit), or one another package adds (specseed formats "
-            "lists them). Example: --report junit=junit.xml",
+            "(as --json), junit (as --junit), html (one page with figures), or one another "
+            "package adds (specseed formats lists them). Example: --report junit=junit.xml",
             metavar="FORMAT=PATH",
             show_default=False,
         ),
     ] = None,
-    engine_log: Annotated[
-        Path | None,
-        typer.Option(
-            "--engine-log",
-            help="Write the engine's own log (vLLM, stderr) here during the runs "
-            "(default with --bundle: DIR/engine.log).",
-            metavar="PATH",
-        ),
-    ] = None,
+    engine_log: Annotated[Path | None, ENGINE_LOG] = None,
     bundle_dir: Annotated[
         Path | None,
         typer.Option(
             "--bundle",
             help="Write a bug-report bundle to DIR as the audit goes: manifest, resolved "
             "model.yaml, every scenario's text, traces (DIR/<scenario>/<run>.jsonl), findings, "
-            "environment. Read it with specseed check / report / diff / replay.",
+            "environment, and the HTML report (DIR/report.html). Read it with specseed check / "
+            "report / diff / replay.",
             metavar="DIR",
         ),
     ] = None,

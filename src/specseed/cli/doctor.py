@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from specseed.core.secrets import SafeConsole
+from specseed.reporting.layout import Fitted
 
 out = SafeConsole()
 
@@ -30,7 +31,11 @@ def doctor(
 
     inventory = take_inventory()
     if as_json:
-        typer.echo(json.dumps(dataclasses.asdict(inventory), indent=2))
+        from specseed.cli.error_boundary import error_boundary
+        from specseed.workflows.outputs import write_stdout
+
+        with error_boundary():  # a stdout that cannot take it: exit 5, no traceback
+            write_stdout(json.dumps(dataclasses.asdict(inventory), indent=2) + "\n", "JSON")
         return
     gpus = ", ".join(inventory.gpus) or "none"
     cuda = f"CUDA {inventory.cuda_version}" if inventory.cuda_version else "no CUDA build"
@@ -42,21 +47,22 @@ def doctor(
     packages.add_column("package")
     packages.add_column("found")
     packages.add_column("version")
-    packages.add_column("from", overflow="fold", max_width=44)
+    packages.add_column("from")
     for p in inventory.packages:
         packages.add_row(
             p.name, "yes" if p.found else "no", p.version or "—", escape(p.location or "—")
         )
-    out.print(packages)
+    # A path is never split mid-name: where the table would, its rows become lines.
+    out.print(Fitted(packages), soft_wrap=True)
     runs = Table(title="What can run here", title_justify="left", header_style="bold")
     runs.add_column("engine")
     runs.add_column("device")
     runs.add_column("sampling")
     runs.add_column("runs")
-    runs.add_column("why", overflow="fold", max_width=40)
+    runs.add_column("why", ratio=1)
     for r in inventory.runnable:
         # escape: reasons hold "specseed[gpu]", which Rich would read as markup.
         runs.add_row(
             r.engine, r.device, r.sampling_backend, "yes" if r.ok else "no", escape(r.reason)
         )
-    out.print(runs)
+    out.print(Fitted(runs), soft_wrap=True)

@@ -1,9 +1,12 @@
-"""SIGINT and SIGTERM during an audit: stop the runs, keep the evidence, write the reports.
+"""SIGINT, SIGTERM and SIGHUP during an audit: stop the runs, keep the evidence, write the
+reports.
 
-While engines run, either signal raises ``AuditInterrupted`` in the main thread; the runner
+While engines run, any of them raises ``AuditInterrupted`` in the main thread; the runner
 ends the current run's trace with an ``Interrupted`` failure and returns what finished. While
-the reports are written, a signal is only noted, so no report is cut short; the audit then
-exits 130 (SIGINT) or 143 (SIGTERM), the shell's codes for those signals.
+the bundle is created and the reports are written, a signal is only noted (``defer``), so no
+file is cut short, and ``resume`` raises it once the bundle stands; the audit then exits 130
+(SIGINT), 143 (SIGTERM) or 129 (SIGHUP: the terminal went away), the shell's codes for those
+signals.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from specseed.workflows.exit_codes import EXIT_SIGNAL
 
 __all__ = ["EXIT_SIGNAL", "SIGNALS", "InterruptGuard"]
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
 
 
 class InterruptGuard:
@@ -39,8 +44,14 @@ class InterruptGuard:
         raise AuditInterrupted(name)
 
     def defer(self) -> None:
-        """From now on, only note signals (the reports are being written)."""
+        """From now on, only note signals (the bundle is created, the reports written)."""
         self._deferred = True
+
+    def resume(self) -> None:
+        """Signals raise again; one noted while deferred raises ``AuditInterrupted`` now."""
+        if self.received is not None:
+            raise AuditInterrupted(self.received)
+        self._deferred = False
 
     def __enter__(self) -> InterruptGuard:
         for sig in SIGNALS:

@@ -9,6 +9,7 @@ import typer
 
 from specseed.cli.bundle_reading import engine_from_bundle_option
 from specseed.cli.error_boundary import error_boundary
+from specseed.cli.inputs import engine_log_option
 
 MINIMIZE_HELP = """Shrink a failing scenario to a minimal reproduction.
 
@@ -73,6 +74,7 @@ def minimize(
     engine_from_bundle: Annotated[
         bool, engine_from_bundle_option("; give your own model.yaml for your engine")
     ] = False,
+    engine_log: Annotated[Path | None, engine_log_option(bundle=False)] = None,
 ) -> None:
     from specseed.workflows.minimize import Minimize
 
@@ -85,4 +87,5 @@ def minimize(
             max_audits=max_audits,
             engine_from_bundle=engine_from_bundle,
             terminal=True,
+            engine_log=engine_log,
         ).run()

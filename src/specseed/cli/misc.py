@@ -75,6 +75,9 @@ def schema(
         Literal["all", "model", "scenario", "trace", "bundle"],
         typer.Option(
             "--kind",
+            # A metavar of the five choices is wider than the help's option column at 80
+            # columns, where Rich split it mid-word ("bun" / "dle>"): the help lists them.
+            metavar="KIND",
             help="Which schema: model (model.yaml), scenario, trace (a JSONL trace line), "
             "bundle (a bundle's files), or all.",
         ),
@@ -101,12 +104,16 @@ def schema(
         "trace": trace_json_schema(),
         "bundle": bundle_json_schema(),
     }[kind]
-    typer.echo(json.dumps(chosen, indent=2))
+    from specseed.cli.error_boundary import error_boundary
+    from specseed.workflows.outputs import write_stdout
+
+    with error_boundary():  # a stdout that cannot take it: exit 5, no traceback
+        write_stdout(json.dumps(chosen, indent=2) + "\n", "schema")
 
 
 def checks() -> None:
     """List every check: its stable id, what it means and the defects it targets."""
-    from specseed.checks import CHECKS
+    from specseed.checks import CHECKS, PLUGIN_PROBLEMS
 
     # One block per check, not a four-column table: at 80 columns the table cut ids and
     # defect names ("draw-ranges-disjoi…"); a block wraps only the prose.
@@ -120,11 +127,14 @@ def checks() -> None:
         "[dim]needs: the evidence a check reads; where an engine does not expose it, the "
         "check is reported as skip with the reason.[/]"
     )
+    for problem in PLUGIN_PROBLEMS:
+        out.print(Text(f"unusable: {problem}", style="yellow"))
 
 
 def contracts() -> None:
-    """List every RNG contract: what it says, the upstream commits it models and the
-    upstream tests it was held to.
+    """List every RNG contract: what it says, the upstream commits it models, the
+    upstream tests it was held to, the limitations its authors stated (quoted, with
+    where) and the upstream bugs it carries, which fail like any other departure.
 
     Contracts from other packages appear through the `specseed.contracts` entry point group.
     """
@@ -143,8 +153,15 @@ def contracts() -> None:
             lines.append("held to: " + "; ".join(contract.held_to))
         if contract.subsequence_rule:
             lines.append("subsequence: " + contract.subsequence_rule)
-        limits = ", ".join(limitation.defect for limitation in contract.limitations)
-        lines.append("limitations: " + (limits or "none"))
+        if not contract.limitations:
+            lines.append("limitations: none")
+        for limitation in contract.limitations:  # only what upstream's authors stated
+            lines.append(
+                f"limitation {limitation.defect}: stated in {limitation.source}: "
+                f"\u201c{limitation.stated}\u201d"
+            )
+        for departure in contract.departures:  # failures, not excused
+            lines.append(f"not a limitation, fails: {departure.defect}: {departure.upstream}")
         for line in lines:
             out.print(Padding(Text(line), (0, 0, 0, 4)))
         out.print()

@@ -10,6 +10,7 @@ import typer
 
 from specseed.cli.bundle_reading import BUNDLE_ARG, engine_from_bundle_option
 from specseed.cli.error_boundary import error_boundary
+from specseed.cli.inputs import ENGINE_LOG
 
 
 def replay(
@@ -34,6 +35,7 @@ def replay(
         bool,
         typer.Option("--force", help="Replace an earlier bundle in --bundle DIR (says which)."),
     ] = False,
+    engine_log: Annotated[Path | None, ENGINE_LOG] = None,
 ) -> None:
     """Run a bundle's scenarios on this engine; diff against the recording.
 
@@ -42,7 +44,7 @@ def replay(
     Exit codes: 0 the replay's audit passes and the replay reproduces the
     recording, 1 the replay's audit fails or the replay differs from the
     recording (the last line says which), 2 bad input, 3 the engine could
-    not run, 130/143 interrupted.
+    not run, 130/143/129 interrupted.
     """
     from specseed.cli.interrupts import InterruptGuard
     from specseed.workflows.outputs import AuditOutputs
@@ -51,6 +53,7 @@ def replay(
     with error_boundary(runs_engine=True):
         outputs = AuditOutputs(
             bundle=bundle_out,
+            engine_log=engine_log,
             terminal=True,
             force=force,
             argv=tuple(sys.argv[1:]) or ("replay",),

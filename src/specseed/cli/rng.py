@@ -115,7 +115,10 @@ def draws(
                 for d in listing
             ],
         }
-        typer.echo(json.dumps(payload, indent=2))
+        from specseed.workflows.outputs import write_stdout
+
+        with error_boundary():  # a stdout that cannot take it: exit 5, no traceback
+            write_stdout(json.dumps(payload, indent=2) + "\n", "JSON")
         return
 
     table = Table(

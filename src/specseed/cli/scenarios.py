@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +14,7 @@ from rich.table import Table
 from specseed.cli.error_boundary import error_boundary
 from specseed.core.secrets import SafeConsole
 from specseed.core.wording import plural
+from specseed.workflows.outputs import write_stdout
 
 app = typer.Typer(
     help="List, show and validate scenarios.\n\n[bold]Examples[/]\n\n  specseed scenarios list\n"
@@ -50,6 +50,12 @@ def list_scenarios() -> None:
                 "\n".join(scenario.covers) or "-",
             )
         out.print(table)
+        named_only = [s.name for s in scenarios if not s.default_audit]
+        if named_only:
+            out.print(
+                f"[dim]Long, so not in the default audit (they run when named): "
+                f"{', '.join(named_only)}.[/]"
+            )
         out.print("[dim]specseed scenarios show NAME prints a scenario in full.[/]")
 
 
@@ -70,7 +76,7 @@ def show(name: Annotated[str, typer.Argument(help="Built-in scenario name.")]) -
         else:
             # Piped or redirected: the exact file, so that `scenarios show NAME > my.yaml`
             # gives a file that validates.
-            sys.stdout.write(text)
+            write_stdout(text, "scenario")  # exit 5 when stdout cannot take it
 
 
 @app.command("validate")

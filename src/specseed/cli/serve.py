@@ -11,6 +11,7 @@ from rich.console import Console
 
 from specseed.cli.error_boundary import error_boundary
 from specseed.core.errors import InputError
+from specseed.server.limits import ServeLimits
 
 SERVE_HELP = """Serve the reference engine (its contract and any injected defects
 from MODEL_YAML) over an OpenAI-compatible API: POST /v1/completions (prompt
@@ -22,11 +23,19 @@ Concurrent requests share engine steps.
 
   specseed serve
   specseed serve model.yaml --port 8000
-  SPECSEED_KEY=secret specseed serve --api-key-env SPECSEED_KEY
+  SPECSEED_KEY=$(cat key.txt) specseed serve --api-key-env SPECSEED_KEY
 
 Listens on loopback unless --host says otherwise. --port 0 takes a free port;
-the first line printed is the URL. Exit codes: 2 bad input, 3 the engine could
-not load.
+the first line printed is the URL.
+
+Bounded against clients that hold it: past --max-connections a new connection
+is answered 503, past --max-queued waiting completions a request is answered
+429 (both with Retry-After); a client has --request-timeout seconds to send
+its request; a completion whose client hung up is dropped; on SIGTERM or
+Ctrl+C every request in flight gets its completion or a 503 before the exit.
+
+Exit codes: 2 bad input, 3 the engine could not load, 130/143 stopped by
+Ctrl+C/SIGTERM.
 """
 
 
@@ -56,15 +65,43 @@ def serve(
     model_name: Annotated[
         str, typer.Option("--model-name", help="Model id served in /v1/models.")
     ] = "specseed-reference",
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            "--max-connections",
+            min=1,
+            max=65536,
+            help="Open connections at once; one more is answered 503.",
+        ),
+    ] = ServeLimits.max_connections,
+    max_queued: Annotated[
+        int,
+        typer.Option(
+            "--max-queued",
+            min=1,
+            max=65536,
+            help="Completions waiting for an engine slot; one more is answered 429.",
+        ),
+    ] = ServeLimits.max_queued,
+    request_timeout: Annotated[
+        float,
+        typer.Option(
+            "--request-timeout",
+            min=0.05,
+            max=3600.0,
+            help="Seconds a client has to send a whole request.",
+        ),
+    ] = ServeLimits.request_timeout_s,
     batch_window_ms: Annotated[
         float,
         typer.Option(
             "--batch-window-ms",
             min=0.0,
             max=1000.0,
-            help="How long an idle engine waits for more requests before its first step.",
+            help="How long an idle engine keeps gathering requests before its first step: "
+            "until none has come for this long.",
         ),
-    ] = 20.0,
+    ] = 50.0,
 ) -> None:
     from specseed.engine_adapters.base import options_of
     from specseed.engine_adapters.reference.options import ReferenceOptions
@@ -85,6 +122,9 @@ def serve(
                     f"--api-key-env {api_key_env}: that environment variable is not set",
                     hint=f"export {api_key_env}=... first, or leave out --api-key-env",
                 )
+            from specseed.engine_adapters.openai.options import check_api_key
+
+            check_api_key(api_key, f"${api_key_env} (--api-key-env)")
         if not is_loopback(host) and api_key is None:
             err.print(
                 f"[yellow]warning:[/] listening on {host} with no API key: anyone who can "
@@ -96,6 +136,11 @@ def serve(
             model_name=model_name,
             api_key=api_key,
             batch_window_s=batch_window_ms / 1000.0,
+            limits=ServeLimits(
+                max_connections=max_connections,
+                max_queued=max_queued,
+                request_timeout_s=request_timeout,
+            ),
         )
 
         def listening(url: str) -> None:

@@ -48,7 +48,10 @@ UNSEEDED_SEED_BASE = 1 << 62
 
 @dataclass(frozen=True)
 class Limitation:
-    """An invariant a contract gives up on purpose, with the defect class it amounts to."""
+    """An invariant a contract gives up on purpose, as the engine's own authors stated it,
+    with the defect class it amounts to. Only what they stated is a limitation: any other
+    way the layout departs from the ideal is a :class:`Departure` (a finding, never
+    excused)."""
 
     defect: str
     """The defect id (``specseed.core.defects``) that this limitation is an instance of."""
@@ -56,6 +59,38 @@ class Limitation:
     """Check ids whose failures this limitation explains (when states follow the contract)."""
     reason: str
     """One line a user can read: why the contract cannot hold this invariant."""
+    stated: str
+    """What the authors stated, in their terms (shown in quotes with ``source``)."""
+    source: str
+    """Where they stated it: the upstream PR, issue or file (at a commit)."""
+
+    def __post_init__(self) -> None:
+        if not self.stated or not self.source:
+            raise ValueError(f"limitation {self.defect}: a limitation is quoted with its source")
+
+    @property
+    def quoted(self) -> str:
+        """The statement with its source, as reports show it."""
+        return f"{self.reason} (stated in {self.source}: \u201c{self.stated}\u201d)"
+
+
+@dataclass(frozen=True)
+class Departure:
+    """A way a layout departs from the ideal that its authors did not state as a limitation:
+    its failures are findings like any other, and they name the upstream report or fix."""
+
+    defect: str
+    """The defect id the departure amounts to."""
+    upstream: str
+    """The upstream issue or PR that reported it or fixed it, e.g. "reported in TensorRT-LLM
+    issue 19487, fixed by PR 19505"."""
+    what: str
+    """One line: what the layout does."""
+
+    @property
+    def note(self) -> str:
+        """What a failing finding's suspect adds: that the layout does this, and upstream."""
+        return f"{self.what}; not a stated limitation: {self.upstream}"
 
 
 @dataclass(frozen=True)
@@ -111,6 +146,9 @@ class RngContract:
     separate_target_slots: bool
     """True: target row j and the accept kernel each have a slot; False: all share slot 0."""
     limitations: tuple[Limitation, ...] = field(default=())
+    departures: tuple[Departure, ...] = field(default=())
+    """How the layout departs from the ideal beyond its stated limitations (upstream bugs it
+    carries); each failure they cause is a finding naming the upstream report or fix."""
     accept_slot_last: bool = False
     """With separate target slots: True puts the accept kernel after the draft steps (slot
     2K + 1, TensorRT-LLM's slot-span layout); False right after the target rows (slot K + 1)."""
@@ -152,9 +190,16 @@ class RngContract:
     ended (``slot_stride`` and ``separate_target_slots`` unused)."""
 
     def __post_init__(self) -> None:
-        for limitation in self.limitations:
-            if limitation.defect not in DEFECT_IDS:
-                raise ValueError(f"contract {self.name}: unknown defect {limitation.defect!r}")
+        named = [lim.defect for lim in self.limitations] + [d.defect for d in self.departures]
+        for defect in named:
+            if defect not in DEFECT_IDS:
+                raise ValueError(f"contract {self.name}: unknown defect {defect!r}")
+        stated = {limitation.defect for limitation in self.limitations}
+        for departure in self.departures:
+            if departure.defect in stated:
+                raise ValueError(
+                    f"contract {self.name}: {departure.defect} is both stated and a departure"
+                )
 
     # -- layout -------------------------------------------------------------------------
 
@@ -287,12 +332,16 @@ class RngContract:
             offset=self.offset(decoding_iter, kind, index, max_draft_len, tree),
         )
 
-    def limitation_for(self, check_id: str) -> Limitation | None:
-        """The stated limitation that excuses this check, if any."""
+    def limitation_for(self, check_id: str, defect: str | None = None) -> Limitation | None:
+        """The stated limitation that excuses this check (of this defect class), if any."""
         for limitation in self.limitations:
-            if check_id in limitation.checks:
+            if check_id in limitation.checks and defect in (None, limitation.defect):
                 return limitation
         return None
+
+    def departure_for(self, defect: str) -> Departure | None:
+        """The layout's unstated departure of this defect class, if it has one."""
+        return next((d for d in self.departures if d.defect == defect), None)
 
 
 IDEAL = RngContract(

@@ -92,6 +92,13 @@ DEFECTS: tuple[DefectClass, ...] = (
         "kernel runs into the next slot",
     ),
     DefectClass(
+        "seed-high-bits-dropped",
+        "the engine keeps only the low 32 bits of a 64-bit seed, so seeds that differ only in "
+        "their high bits give one stream",
+        "planted by specseed (issue 38): a server or gateway that stores the seed in 32 bits",
+        "every request seed is reduced to its low 32 bits before it seeds the sampler",
+    ),
+    DefectClass(
         "greedy-drift",
         "greedy speculative output differs from greedy non-speculative output",
         "TensorRT-LLM issue 8285, vLLM issue 42517",
@@ -120,6 +127,60 @@ DEFECTS: tuple[DefectClass, ...] = (
         "not to its probabilities in the accept ratio",
         "the draft head's probabilities kept for verification are softmax(logits), not "
         "softmax(logits / T)",
+    ),
+    DefectClass(
+        "spec-knobs-dropped",
+        "logit_bias, min_p and the penalties act on the first token and without speculation, "
+        "but not on verified or drafted tokens: the speculative sampler takes temperature, "
+        "top-k and top-p only",
+        "vLLM issue 42744 (min_p and logit_bias skipped on verified tokens), TensorRT-LLM PR "
+        "17701 (one-model speculation silently ignored the penalties) and PR 17955, SGLang "
+        "PR 22049 (spec v2 ignored the penalties and logit_bias during verification)",
+        "with max_draft_len > 0, verification and draft positions are sampled from the "
+        "unprocessed logits; the prefill's token and K = 0 decoding apply every knob",
+    ),
+    DefectClass(
+        "penalty-stale-in-step",
+        "penalty state is fed once per engine step, with the step's last token: the positions "
+        "of one verification step are penalised without the drafts accepted earlier in it, "
+        "and accepted drafts never count at all",
+        "SGLang PR 33643 (only the step's last accepted token fed to the penalizers) and PR "
+        "40244 (one penalty state broadcast over every position of a verify block)",
+        "the penalties count one token per step (its last), and every position of a "
+        "verification step is penalised with those counts, not with the output plus the "
+        "drafts before it",
+    ),
+    DefectClass(
+        "tokens-past-stop",
+        "a stop or end-of-sequence token accepted among the drafts does not end the request: "
+        "the tokens after it are kept and generation goes on",
+        "llama.cpp issue 28049 (tokens accepted past end-of-generation)",
+        "only the last token a step emits is tested for a stop; accepted drafts are not",
+    ),
+    DefectClass(
+        "fake-logprobs",
+        "tokens accepted from drafts report a log-probability that is not the target's (0.0, "
+        "or the draft's)",
+        "llama.cpp issue 27972 (speculative log-probabilities reported as 0.0)",
+        "an accepted draft token's reported log-probability is 0.0; the bonus token's is computed",
+    ),
+    DefectClass(
+        "unset-temperature-greedy",
+        "a sampled request whose temperature is the default is decoded at the greedy "
+        "sentinel 1e-5 on the speculative path: its top-k or top-p filter has no effect and "
+        "its tokens are the greedy ones",
+        "TensorRT-LLM PR 19390 (an unset temperature became 1e-5 for non-greedy one-model "
+        "speculative rows, so top_k=50 requests decoded greedily)",
+        "with max_draft_len > 0, a request at temperature 1 with top_k or top_p set samples "
+        "at temperature 1e-5",
+    ),
+    DefectClass(
+        "children-shared-stream",
+        "the n children of a seeded request all sample under the request's seed: identical "
+        "children",
+        "planted by specseed (issue 36): vLLM's parallel sampling gives child i seed + i "
+        "(ParentRequest); an engine that copies the parent's parameters whole does not",
+        "every child of a request with n > 1 samples under the parent's seed",
     ),
 )
 

@@ -1,22 +1,32 @@
 """The one scrubber: secrets removed from text wherever it leaves the process.
 
 Every writer (``core.files``, trace files) and every console (``SafeConsole``) passes its text
-through :func:`scrub_text`, which removes
+through :func:`scrub_text`. It removes secrets by their value and by their place in data,
+never by a word in prose ("sent as a Bearer token", "missing or wrong API key" and
+"export SPECSEED_KEY=<key>" stay as written):
 
-- the values this process holds: an API key read from the variable ``api_key_env`` names is
-  registered with :func:`hold` when it is read, and that exact string is removed wherever it
-  appears (a server that echoes the Authorization header in an error, a URL, a stack trace);
-- URL userinfo (``https://user:password@host``) and credential-like query parameters
-  (``?token=``, ``&api_key=``, ``sig=``, ...);
-- ``Authorization``/``Bearer`` values, ``X-API-Key: ...`` and ``NAME_KEY=value`` assignments,
-  and the shapes of well-known keys (``sk-...``, ``hf_...``, ``ghp_...``, ``AKIA...``).
+- by value: an API key read from the variable ``api_key_env`` names (registered with
+  :func:`hold` when it is read), a URL's password, and the value of every environment
+  variable whose name holds a secret (``OPENAI_API_KEY``, ``HF_TOKEN``): each removed
+  wherever it appears (a server that echoes the Authorization header in an error, a stack
+  trace, an engine's log). Values shorter than 8 characters are not removed by value: they
+  would match words;
+- by place: URL userinfo (``https://user:password@host``) and credential query parameters
+  (``?token=``, ``&api_key=``, ``sig=``, ...); the value of an ``Authorization`` header and a
+  ``Bearer`` credential; with ``by_name``, the value assigned to a secret-named identifier
+  (``OPENAI_API_KEY=...``, ``"api_key": "..."``, ``x-api-key: ...``);
+- by shape: well-known key formats (``sk-...``, ``hf_...``, ``ghp_...``, ``AKIA...``).
 
-Structured data is scrubbed by key too (:func:`scrub`): a value under a secret-looking key.
+A placeholder in a secret's place (``...``, ``<key>``, ``KEY``, ``$VAR``) is text, not a
+secret, and stays. Structured data is scrubbed by key too (:func:`scrub`): a value under a
+secret-looking key.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
+import os
 import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,7 +40,17 @@ from specseed.core.text import printable
 
 REMOVED = "<removed>"
 _SECRET_WORDS = frozenset(
-    {"key", "apikey", "token", "secret", "password", "passwd", "credential", "credentials"}
+    {
+        "key",
+        "apikey",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "credential",
+        "credentials",
+        "authorization",
+    }
 )
 _QUERY_WORDS = frozenset(
     {
@@ -38,7 +58,6 @@ _QUERY_WORDS = frozenset(
         "sig",
         "signature",
         "auth",
-        "authorization",
         "pwd",
         "pass",
         "session",
@@ -46,28 +65,40 @@ _QUERY_WORDS = frozenset(
         "jwt",
     }
 )
-_SECRET_VALUE = re.compile(
-    r"(?i:bearer)\s+[A-Za-z0-9._~+/=-]+"  # HTTP Authorization schemes
-    r"|\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}"  # OpenAI-style keys
+_KEY_SHAPES = re.compile(
+    r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}"  # OpenAI-style keys
     r"|\bhf_[A-Za-z0-9]{16,}"  # Hugging Face tokens
     r"|\bgh[pousr]_[A-Za-z0-9]{20,}"  # GitHub tokens
     r"|\bAKIA[A-Z0-9]{16}"  # AWS access key ids
 )
+_BEARER = re.compile(r"(?i)\b(bearer\s+)([A-Za-z0-9._~+/-]+=*)")
+"""A Bearer credential outside a header (a log line, a curl command in an error)."""
+_HEADER = re.compile(
+    r"(?i)\b(authorization|proxy-authorization)(['\"]?\s*[=:]\s*['\"]?)"
+    r"((?:basic|bearer|token|digest|negotiate)\s+)?([^\s'\",;)]+)"
+)
+_SCHEMES = frozenset({"basic", "bearer", "token", "digest", "negotiate"})
+"""An Authorization header's value, in any quoting (a header line, a dict's repr, JSON)."""
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]*@")
 """``scheme://user:password@`` (the userinfo is dropped whole: a user name can be a token)."""
 _QUERY = re.compile(r"([?&;])([^=&#\s;]+)=([^&#\s;\"'<>]*)")
-_ASSIGNMENT = re.compile(r"(\b[A-Za-z][\w.-]*)(\s*[=:]\s*)(\S+)")
-_HEADER = re.compile(r"(?i)\b(authorization|proxy-authorization)(\"?\s*[=:]\s*\"?)([^\r\n\",]+)")
+_ASSIGNMENT = re.compile(r"(?<![\w.-])(['\"]?)([A-Za-z][\w.-]*)\1(\s*[=:]\s*)(\S+)")
+_PLACEHOLDER = re.compile(r"\.\.\.|…|<[^<>\s]*>|\$\S*|[A-Z][A-Z_]*|\*+|[xX]+|" + re.escape(REMOVED))
+"""What stands in a secret's place in prose and hints: ``...``, ``<key>``, ``KEY``,
+``YOUR_API_KEY``, a shell expansion (``$VAR``, ``$(cat key.txt)``), ``***``, ``xxx``."""
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+_EDGE = "\"'()[]{}.,;:"
 
 _held: set[str] = set()
 _lock = threading.Lock()
-_MIN_HELD = 4
-"""Shorter held values are not scrubbed by value (they would match ordinary text)."""
+MIN_SECRET_LENGTH = 8
+"""Shorter values are not scrubbed by value: "wrong", "test" or "1234" would match words and
+numbers in every report."""
 
 
 def hold(value: str | None) -> None:
     """Remember a secret this process read (an API key), so that every output drops it."""
-    if value and len(value) >= _MIN_HELD:
+    if value and len(value) >= MIN_SECRET_LENGTH:
         with _lock:
             _held.add(value)
 
@@ -93,15 +124,40 @@ def hold_url_credentials(url: str | None) -> None:
 
 
 def held() -> tuple[str, ...]:
+    """Every value removed wherever it appears, longest first: those held, and the values of
+    the environment's secret-named variables."""
     with _lock:
-        return tuple(sorted(_held, key=len, reverse=True))
+        values = _held | _environment_secrets()
+    return tuple(sorted(values, key=len, reverse=True))
 
 
+_environment: tuple[dict[Any, Any], frozenset[str]] = ({}, frozenset())
+
+
+def _environment_secrets() -> frozenset[str]:
+    """The values of the environment's secret-named variables. Every console segment and
+    trace line is scrubbed, and decoding the environment costs more than the rest of the
+    scrub: the values are read again only when the environment changed."""
+    global _environment
+    raw = getattr(os.environ, "_data", None)  # CPython's undecoded copy of the environment
+    seen, values = _environment
+    if isinstance(raw, dict) and raw == seen:
+        return values
+    values = frozenset(
+        value
+        for name, value in os.environ.items()
+        if len(value) >= MIN_SECRET_LENGTH and is_secret_name(name)
+    )
+    _environment = (dict(raw) if isinstance(raw, dict) else {}, values)
+    return values
+
+
+@functools.lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
-    """A field, flag or environment variable name that usually holds a secret: its last word
-    is key, token, secret, password or credential (``OPENAI_API_KEY``, ``--api-key``,
-    ``hf_token``, ``apiKey``; not ``max_tokens``, ``return_token_ids`` or ``api_key_env``,
-    which names the variable, not its value)."""
+    """A field, flag, header or environment variable name that usually holds a secret: its
+    last word is key, token, secret, password, credential or authorization
+    (``OPENAI_API_KEY``, ``--api-key``, ``hf_token``, ``apiKey``; not ``max_tokens``,
+    ``return_token_ids`` or ``api_key_env``, which names the variable, not its value)."""
     words = _words(name)
     return bool(words) and words[-1] in _SECRET_WORDS
 
@@ -111,6 +167,21 @@ def _words(name: str) -> list[str]:
     return [w.lower() for w in re.split(r"[^A-Za-z0-9]+", spaced) if w]
 
 
+def is_placeholder(value: str) -> bool:
+    """``value`` (punctuation around it aside) stands in a secret's place rather than being
+    one: ``...``, ``<key>``, ``KEY``, ``$VAR``, ``<removed>``."""
+    core = value.strip(_EDGE) or value
+    return bool(_PLACEHOLDER.fullmatch(core) or _PLACEHOLDER.fullmatch(value.strip("\"'")))
+
+
+def _looks_like_credential(value: str) -> bool:
+    """A Bearer word that is a credential, not a word of prose ("Bearer token"): at least 8
+    characters with a digit, a capital after the first letter or a token character."""
+    if len(value) < MIN_SECRET_LENGTH or is_placeholder(value):
+        return False
+    return any(c.isdigit() or c in "._~+/=-" for c in value) or any(c.isupper() for c in value[1:])
+
+
 def _query(match: re.Match[str]) -> str:
     words = _words(match.group(2))
     if words and (words[-1] in _QUERY_WORDS or words[0] in _QUERY_WORDS) and match.group(3):
@@ -118,11 +189,44 @@ def _query(match: re.Match[str]) -> str:
     return match.group(0)
 
 
+def _header(match: re.Match[str]) -> str:
+    name, sep, scheme, value = match.group(1), match.group(2), match.group(3) or "", match.group(4)
+    # A scheme alone is no credential (a console scrubs each styled piece of a line too,
+    # and Rich may have cut "Bearer" from what follows it).
+    if is_placeholder(value) or (not scheme and value.lower() in _SCHEMES):
+        return match.group(0)
+    return f"{name}{sep}{scheme}{REMOVED}"
+
+
+def _bearer(match: re.Match[str]) -> str:
+    if not _looks_like_credential(match.group(2)):
+        return match.group(0)
+    return match.group(1) + REMOVED
+
+
+def _assignment(match: re.Match[str]) -> str:
+    quote, name, sep, value = match.groups()
+    if not is_secret_name(name):
+        return match.group(0)
+    # One word of prose ("key: temperature", "token: 17") is not a field: a secret's place is
+    # a compound identifier (api_key, OPENAI_API_KEY, x-api-key), a quoted key or NAME=value.
+    if len(_words(name)) < 2 and not quote and sep != "=":
+        return match.group(0)
+    core = value.strip(_EDGE)
+    if is_placeholder(value) or _NUMBER.fullmatch(core) or REMOVED in value:
+        return match.group(0)
+    if core.lower() in _SCHEMES:  # a header's scheme: the header rule took its credential
+        return match.group(0)
+    opening = value[0] if value[0] in "\"'" else ""
+    return f"{quote}{name}{quote}{sep}{opening}{REMOVED}{opening}"
+
+
 def scrub_text(text: str, *, by_name: bool = True) -> str:
     """Text with held secrets, URL credentials, Authorization values and API keys removed,
-    and (``by_name``) ``NAME_KEY=value`` assignments. Files are scrubbed with ``by_name``
-    off: a record field such as ``last_token: 5`` is data, and the secrets a file could
-    carry are the ones this process holds or a URL or header shows."""
+    and (``by_name``) values assigned to secret-named identifiers. Files are scrubbed with
+    ``by_name`` off: a record field such as ``"hf_token": null`` is data the file's schema
+    names, and the secrets a file could carry are the ones this process holds or a URL or
+    header shows."""
     if not text:
         return text
     for value in held():
@@ -130,18 +234,12 @@ def scrub_text(text: str, *, by_name: bool = True) -> str:
             text = text.replace(value, REMOVED)
     text = _USERINFO.sub(lambda m: m.group(1) + REMOVED + "@", text)
     text = _QUERY.sub(_query, text)
-    text = _HEADER.sub(lambda m: m.group(1) + m.group(2) + REMOVED, text)
-    text = _SECRET_VALUE.sub(REMOVED, text)
+    text = _HEADER.sub(_header, text)
+    text = _BEARER.sub(_bearer, text)
+    text = _KEY_SHAPES.sub(REMOVED, text)
     if not by_name:
         return text
-    return _ASSIGNMENT.sub(
-        lambda m: (
-            m.group(1) + m.group(2) + REMOVED
-            if is_secret_name(m.group(1)) and m.group(3) != REMOVED
-            else m.group(0)
-        ),
-        text,
-    )
+    return _ASSIGNMENT.sub(_assignment, text)
 
 
 def scrub(value: Any) -> Any:

@@ -99,6 +99,8 @@ __all__ = [
     "SubTest",
     "analyse",
     "judge",
+    "pit_bins",
+    "pit_values",
 ]
 
 DEFAULT_ALPHA = 1e-3
@@ -159,7 +161,7 @@ def _heaviest(counts: Sequence[int], expected: float) -> int:
 def _uniform_test(name: str, values: Sequence[float], eps: float) -> SubTest | None:
     scale = "low token ids" if name.startswith("pit-id") else "the most probable tokens"
     n = len(values)
-    bins = max(2, min(20, n // 25))
+    bins = pit_bins(n)
     if n < 2 * MIN_CELL:
         return None
     counts = [0] * bins
@@ -250,6 +252,34 @@ def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values) if values else 0.0
 
 
+def _pit(group: GroupEvidence, seed: int) -> tuple[list[float], list[float]]:
+    """The group's randomized PIT values, flat, in both orders (descending probability, token
+    id), with the noise of ``seed``."""
+    draw = random.Random(seed).random
+    noise = [draw() for _ in range(len(group.probability))]
+    own = group.probability
+    pit = [
+        min(max(b + v * p, 0.0), _TOP)
+        for b, v, p in zip(group.mass_before, noise, own, strict=True)
+    ]
+    pit_id = [
+        min(max(b + v * p, 0.0), _TOP)
+        for b, v, p in zip(group.mass_before_id, noise, own, strict=True)
+    ]
+    return pit, pit_id
+
+
+def pit_values(group: GroupEvidence, seed_label: str) -> tuple[list[float], list[float]]:
+    """The PIT values :func:`judge` tests for ``group`` (``seed_label`` as given to it), flat
+    request by request, by descending probability and by token id: what a report plots."""
+    return _pit(group, _seed(seed_label, str(group.number)))
+
+
+def pit_bins(n: int) -> int:
+    """The bins of a PIT histogram of ``n`` values, as the uniformity sub-tests count them."""
+    return max(2, min(20, n // 25))
+
+
 def _group_tests(
     label: str,
     group: GroupEvidence,
@@ -257,17 +287,8 @@ def _group_tests(
     steps: Mapping[str, Sequence[RowRecord]] | None = None,
 ) -> GroupResult:
     n_req, length = len(group.request_ids), group.length
-    draw = random.Random(seed).random
-    noise = [draw() for _ in range(n_req * length)]
     own = group.probability
-    pit_flat = [
-        min(max(b + v * p, 0.0), _TOP)
-        for b, v, p in zip(group.mass_before, noise, own, strict=True)
-    ]
-    pit_id_flat = [
-        min(max(b + v * p, 0.0), _TOP)
-        for b, v, p in zip(group.mass_before_id, noise, own, strict=True)
-    ]
+    pit_flat, pit_id_flat = _pit(group, seed)
     pit = [pit_flat[i * length : (i + 1) * length] for i in range(n_req)]
     pit_id = [pit_id_flat[i * length : (i + 1) * length] for i in range(n_req)]
     eps_rows = [group.envelope[i * length : (i + 1) * length] for i in range(n_req)]

@@ -25,6 +25,7 @@ import torch
 
 from specseed.distribution.evidence import (
     MIN_CELL,
+    UNIT_ROUNDOFF,
     DistributionEvidence,
     GroupEvidence,
     PrefixCells,
@@ -34,8 +35,6 @@ from specseed.distribution.evidence import (
     prefix_candidates,
 )
 from specseed.distribution.oracle import ProbabilityOracle, distributions
-
-UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 
 
 def _envelope(

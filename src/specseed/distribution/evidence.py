@@ -25,6 +25,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
+"""Unit roundoff of each logits dtype: the precision envelope's ``u`` (the distribution
+check's per-token envelope and the near-tie envelope of ``checks/near_ties.py``)."""
+
 if TYPE_CHECKING:
     from specseed.traces.records import RowRecord
 

@@ -15,14 +15,16 @@ import time
 import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel
 
+from specseed.core.errors import plugin_code
 from specseed.engine_adapters.registry import EngineInfo
 from specseed.traces.records import (
+    REQUEST_KNOBS,
     EngineConfigRecord,
     EngineFailure,
     Observability,
@@ -32,6 +34,8 @@ from specseed.traces.records import (
     RunHeader,
     RunTrace,
     TraceRecorder,
+    child_id,
+    child_seed,
 )
 
 T = TypeVar("T")
@@ -96,10 +100,48 @@ class RequestPlan:
     phase: Phase = "scenario"
     warmup_batch: int | None = None
     """For warmup requests: the warmup batch (0-based) they belong to."""
+    min_p: float | None = None
+    logit_bias: tuple[tuple[int, float], ...] | None = None
+    """(token id, bias) pairs, sorted by token id."""
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
+    stop_token_ids: tuple[int, ...] | None = None
+    stop: tuple[str, ...] | None = None
+    ignore_eos: bool | None = None
+    logprobs: int | None = None
+    n: int | None = None
+    parent: str | None = None
+    """For child i > 0 of a request with ``n`` > 1 (``children``): the request's id."""
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
+
+    def knobs(self) -> dict[str, Any]:
+        """The knobs this request sets (``REQUEST_KNOBS`` that are not None): what an adapter
+        sends; an unset one is the engine's default and is not sent."""
+        return {k: getattr(self, k) for k in REQUEST_KNOBS if getattr(self, k) is not None}
+
+    def children(self) -> tuple[RequestPlan, ...]:
+        """The request as its ``n`` children: itself, then child i > 0 as the request
+        ``child_id(request_id, i)`` with seed ``child_seed(seed, i)``, ``n`` None and
+        ``parent`` set. Engines that serve children as requests of their own serve these;
+        traces list them (the header's requests, the end's outputs)."""
+        count = self.n or 1
+        if count == 1:
+            return (self,)
+        children = (
+            replace(
+                self,
+                request_id=child_id(self.request_id, i),
+                seed=child_seed(self.seed, i),
+                n=None,
+                parent=self.request_id,
+            )
+            for i in range(1, count)
+        )
+        return (self, *children)
 
     def received(self, prompt_ids: tuple[int, ...]) -> RequestInfo:
         """This request as a trace header records it: the same fields, the prompt encoded."""
@@ -108,6 +150,13 @@ class RequestPlan:
 
 _RECEIVED = tuple(f.name for f in fields(RequestInfo) if f.name != "prompt_ids")
 """The fields a trace's request takes from the plan's, by name (all but the prompt)."""
+
+
+class KnobRefused(Exception):
+    """Raised by an adapter's ``serve`` when the engine refuses a sampling knob a request
+    sets (vLLM's ``VLLMValidationError``, a server's 400 naming it): the message is the
+    engine's own words. The run is recorded unserved (``RunEnd.refused``) and every check
+    that would read it says skip quoting them: a refusal is honest, never a failure."""
 
 
 @dataclass(frozen=True)
@@ -310,7 +359,12 @@ class EngineAdapter(ABC):
             start = self.start_run(plan)
             recorder.header(self._header(plan, start))
             if start.not_served is None:
-                outputs = dict(self.serve(plan, recorder))
+                with plugin_code(f"engine {self.name}"):  # a plugin's sys.exit() too
+                    outputs = dict(self.serve(plan, recorder))
+        except KnobRefused as exc:
+            return recorder.end(
+                RunEnd(outputs={}, seconds=time.perf_counter() - started, refused=str(exc))
+            )
         except Exception as exc:  # an engine crash is evidence, not a reason to stop the audit
             return recorder.end(self._failed(exc, plan, recorder, time.perf_counter() - started))
         return recorder.end(RunEnd(outputs=outputs, seconds=time.perf_counter() - started))
@@ -339,7 +393,9 @@ class EngineAdapter(ABC):
         for index, outcome in zip(served, outcomes, strict=True):
             plan, recorder = runs[index]
             seconds = outcome.ended - started
-            if outcome.error is not None:
+            if isinstance(outcome.error, KnobRefused):
+                ends[index] = RunEnd(outputs={}, seconds=seconds, refused=str(outcome.error))
+            elif outcome.error is not None:
                 ends[index] = self._failed(outcome.error, plan, recorder, seconds)
             else:
                 ends[index] = RunEnd(outputs=dict(outcome.outputs or {}), seconds=seconds)
@@ -355,7 +411,8 @@ class EngineAdapter(ABC):
         return RunEnd(outputs=recorder.emitted_outputs(), failure=failure, seconds=seconds)
 
     def _header(self, plan: RunPlan, start: RunStart) -> RunHeader:
-        traffic = (*warmup_requests(plan), *plan.prior_traffic, *plan.requests)
+        scenario = tuple(child for r in plan.requests for child in r.children())
+        traffic = (*warmup_requests(plan), *plan.prior_traffic, *scenario)
         return RunHeader(
             scenario=plan.scenario,
             run=plan.run,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from functools import cache
 
 from specseed.core.contracts import IDEAL, RngContract
+from specseed.core.errors import plugin_code
 from specseed.engine_adapters.registry import BUILTIN_ENGINES, engines, get_builtin_engine
 
 ENTRY_POINT_GROUP = "specseed.contracts"
@@ -54,7 +55,8 @@ def all_contracts() -> dict[str, RngContract]:
             found.setdefault(contract.name, contract)
     for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
         try:
-            contract = point.load()
+            with plugin_code(f"its entry point {point.value}"):
+                contract = point.load()
         except Exception:  # a broken plugin is left out, not fatal
             continue
         if isinstance(contract, RngContract) and contract.name == point.name:

@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from specseed.core.contracts import RngContract
-from specseed.core.errors import EngineError, EngineUnavailable
+from specseed.core.errors import EngineError, EngineUnavailable, plugin_code
 from specseed.traces.records import Observability
 
 ENTRY_POINT_GROUP = "specseed.engines"
@@ -169,7 +169,8 @@ def _findable(module: str) -> bool:
 
 def _import_object(target: str) -> Any:
     module_name, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module_name), attr)
+    with plugin_code(f"importing {target}"):  # a module that calls sys.exit() on import
+        return getattr(importlib.import_module(module_name), attr)
 
 
 BUILTIN_ENGINES: tuple[str, ...] = (
@@ -198,7 +199,8 @@ def engines() -> dict[str, EngineInfo]:
         if point.name in known:
             continue  # a built-in name cannot be taken over by a plugin
         try:
-            info = point.load()
+            with plugin_code(f"its entry point {point.value}"):
+                info = point.load()
         except Exception as exc:  # a broken plugin must not break specseed
             info = EngineInfo(
                 name=point.name,

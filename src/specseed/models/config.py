@@ -14,7 +14,8 @@ transformers 5.x still reads it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,19 @@ class RopeScaling:
     """Wavelengths below ``original_max_position_embeddings / high_freq_factor`` are kept."""
     original_max_position_embeddings: int
     """The context length the model was pretrained with."""
+
+    def __post_init__(self) -> None:
+        # Each divides: a zero, a negative or equal factors would leave NaN or a
+        # ZeroDivisionError where the engine builds its RoPE table.
+        if not (
+            self.factor > 0
+            and 0 < self.low_freq_factor < self.high_freq_factor
+            and self.original_max_position_embeddings >= 1
+        ):
+            raise EngineError(
+                "rope_scaling (llama3): needs factor > 0, 0 < low_freq_factor < "
+                f"high_freq_factor and original_max_position_embeddings >= 1; got {self.to_dict()}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,7 +95,12 @@ class LlamaConfig:
             self.num_key_value_heads,
             self.head_dim,
         )
-        for name in ("vocab_size", "intermediate_size", "num_hidden_layers"):
+        for name in (
+            "vocab_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "max_position_embeddings",
+        ):
             if getattr(self, name) < 1:
                 raise EngineError(
                     f"LlamaConfig: {name} must be positive, got {getattr(self, name)}"
@@ -98,7 +117,13 @@ class LlamaConfig:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], *, source: str = "config.json") -> LlamaConfig:
-        """Read a Hugging Face config.json mapping; refuse what this engine cannot compute."""
+        """Read a Hugging Face config.json mapping; refuse what this engine cannot compute
+        (``EngineError`` naming the file, a field of the wrong type included)."""
+        with _fields_of(source):
+            return cls._from_dict(raw, source=source)
+
+    @classmethod
+    def _from_dict(cls, raw: Mapping[str, Any], *, source: str) -> LlamaConfig:
         architectures = raw.get("architectures") or []
         if raw.get("model_type", "llama") != "llama" or (
             architectures and "LlamaForCausalLM" not in architectures
@@ -206,6 +231,11 @@ class Eagle3DraftConfig:
             self.num_key_value_heads,
             self.head_dim,
         )
+        for name in ("intermediate_size", "max_position_embeddings"):
+            if getattr(self, name) < 1:
+                raise EngineError(
+                    f"Eagle3DraftConfig: {name} must be positive, got {getattr(self, name)}"
+                )
         if not 1 <= self.draft_vocab_size <= self.vocab_size:
             raise EngineError(
                 f"Eagle3DraftConfig: draft_vocab_size {self.draft_vocab_size} must lie in "
@@ -226,7 +256,13 @@ class Eagle3DraftConfig:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], *, source: str = "config.json") -> Eagle3DraftConfig:
-        """Read an EAGLE3 draft config.json mapping; refuse variants this engine cannot compute."""
+        """Read an EAGLE3 draft config.json mapping; refuse variants this engine cannot compute
+        (``EngineError`` naming the file, a field of the wrong type included)."""
+        with _fields_of(source):
+            return cls._from_dict(raw, source=source)
+
+    @classmethod
+    def _from_dict(cls, raw: Mapping[str, Any], *, source: str) -> Eagle3DraftConfig:
         _refuse_unsupported(raw, source)
         layers = int(raw.get("num_hidden_layers", 1))
         if layers != 1:
@@ -306,6 +342,25 @@ class Eagle3DraftConfig:
                 "eagle_aux_hidden_state_layer_ids": [i + 1 for i in self.capture_layers],
             }
         return out
+
+
+@contextmanager
+def _fields_of(source: str) -> Iterator[None]:
+    """A config.json field of the wrong type or shape (``"max_position_embeddings": "x"``,
+    a list where a number goes, a rope_scaling without its factor) is an ``EngineError``
+    naming the file, not a ``ValueError`` from deep inside."""
+    try:
+        yield
+    except EngineError as exc:  # a value out of range: the file it came from, first
+        if exc.message.startswith(source):
+            raise
+        raise EngineError(f"{source}: {exc.message}", hint=exc.hint) from None
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
+        what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise EngineError(
+            f"{source}: a field has the wrong type or is missing ({what})",
+            hint="the reference engine reads Hugging Face Llama and EAGLE3 config.json files",
+        ) from None
 
 
 def _resolve_head_dim(config: LlamaConfig | Eagle3DraftConfig) -> None:

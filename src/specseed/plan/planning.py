@@ -22,7 +22,7 @@ from specseed.core.wording import did_you_mean
 from specseed.engine_adapters.base import EngineSettings, RequestPlan, RunPlan
 from specseed.scenarios.loader import LoadedScenario, engine_options, resolve_scenarios
 from specseed.scenarios.schema import AuditConfig, EngineConfig, RunSpec, Scenario
-from specseed.traces.records import REQUEST_SAMPLING
+from specseed.traces.records import REQUEST_KNOBS, REQUEST_SAMPLING
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def plan_run(scenario: Scenario, run: RunSpec, base: EngineSettings) -> RunPlan:
                 request_id=spec.name,
                 prompt=tuple(spec.prompt) if isinstance(spec.prompt, list) else spec.prompt,
                 arrival_step=run.arrivals.get(name, 0),
-                **spec.model_dump(include=set(REQUEST_SAMPLING)),
+                **spec.model_dump(include={*REQUEST_SAMPLING, *REQUEST_KNOBS}),
             )
         )
     return RunPlan(

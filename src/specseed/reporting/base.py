@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
-from specseed.core.errors import OutputError
+from specseed.core.errors import OutputError, plugin_code
 from specseed.run.results import AuditEvent, AuditResult
 
 Sink = Callable[[str], None]
@@ -70,7 +70,8 @@ class GuardedReporter(Reporter):
         if self._broken is not None:
             return
         try:
-            self.inner.on_event(event)
+            with plugin_code("the reporter"):
+                self.inner.on_event(event)
         except Exception as exc:  # its document would be wrong: finish says so
             self._broken = exc
 
@@ -78,7 +79,8 @@ class GuardedReporter(Reporter):
         if self._broken is not None:
             raise self.failed(self._broken)
         try:
-            self.inner.finish(result, exit_code)
+            with plugin_code("the reporter"):
+                self.inner.finish(result, exit_code)
         except OutputError:
             raise
         except Exception as exc:

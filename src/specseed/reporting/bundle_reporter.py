@@ -1,5 +1,6 @@
 """The bundle as a reporter: it sees the audit's events as they happen (findings are written
-per scenario) and the result at the end (the manifest is marked complete).
+per scenario) and the result at the end (the manifest is marked complete, then the HTML
+report, ``report.html``, is written from the result and the bundle's trace files).
 
 A file that cannot be written (a full disk, a read-only folder) does not stop the audit: the
 first failure is kept, the audit runs on and prints its result, and :meth:`finish` still tries
@@ -8,7 +9,7 @@ the manifest could be updated."""
 
 from __future__ import annotations
 
-from specseed.bundle.format import BundleWriter
+from specseed.bundle.format import BundleWriter, read_run_trace
 from specseed.core.errors import OutputError
 from specseed.reporting.base import Reporter
 from specseed.run.results import AuditEvent, AuditResult
@@ -34,12 +35,32 @@ class BundleReporter(Reporter):
             if self.failure is None:
                 self.failure = exc
 
+    def _write_report(self, result: AuditResult, exit_code: int) -> None:
+        """``DIR/report.html``, the page ``specseed report DIR -f html`` writes, from the
+        result and the bundle's own trace files (the result's runs kept no steps)."""
+        from specseed.reporting.html import render_html
+
+        root = self.writer.root
+        text = render_html(
+            result,
+            exit_code,
+            steps=lambda scenario, run: read_run_trace(root, scenario, run),
+            source=f"bundle {root}",
+        )
+        self.writer.write_report(text)
+
     def finish(self, result: AuditResult, exit_code: int) -> None:
         try:
             self.writer.finish(result, exit_code)
         except OSError as exc:
             if self.failure is None:
                 self.failure = exc
+        if self.writer.manifest is not None:
+            try:
+                self._write_report(result, exit_code)
+            except OSError as exc:
+                if self.failure is None:
+                    self.failure = exc
         status = self.writer.manifest.status if self.writer.manifest else None
         if self.failure is not None and not self.writer.finished:
             first = self.failure

@@ -23,7 +23,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from specseed.checks import CHECKS
+from specseed.checks import CHECKS, PLUGIN_PROBLEMS
 from specseed.checks.findings import (
     ATTRIBUTION_TEXT,
     EventState,
@@ -37,6 +37,7 @@ from specseed.core.wording import plural
 from specseed.plan.scope import checked_nothing
 from specseed.reporting.base import Reporter
 from specseed.reporting.causes import RootCause, root_causes
+from specseed.reporting.layout import Fitted, Words, print_message, print_words
 from specseed.run.matrix import MatrixResult
 from specseed.run.results import (
     AuditEvent,
@@ -151,22 +152,25 @@ def _checks_cell(statuses: dict[str, str]) -> Text:
     return text if text else Text("no checks", style="dim")
 
 
+VERDICT_TITLE = "Verdict: scenario by check"
+
+
 def verdict_table(result: AuditResult) -> Table:
     """One row per scenario: its worst status, then its checks grouped by status (reads at
-    80 columns: the checks cell wraps)."""
+    80 columns: the checks cell wraps). Its title, :data:`VERDICT_TITLE`, goes above it."""
     cells: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for scenario in result.scenarios:
         for finding in scenario.findings:
             cells[scenario.scenario.name][finding.check].append(finding.status)
     table = Table(
-        title="Verdict: scenario by check",
-        title_justify="left",
         header_style="bold",
         box=None,
         padding=(0, 1),
         pad_edge=False,
     )
-    table.add_column("scenario", overflow="fold", no_wrap=False)
+    # A name is never folded: the checks cell gives way (a name wider than the terminal
+    # leaves the table for lines, :class:`Fitted`).
+    table.add_column("scenario", no_wrap=True)
     table.add_column("result", no_wrap=True)
     table.add_column("checks", overflow="fold", ratio=1)
     for scenario in result.scenarios:
@@ -177,10 +181,10 @@ def verdict_table(result: AuditResult) -> Table:
     return table
 
 
-def _legend(result: AuditResult) -> Text:
+def _legend(result: AuditResult) -> Text | None:
     used = {f.check for f in result.findings}
     parts = [f"{CHECKS[c].short}={c}" for c in _ordered_checks() if c in used]
-    return Text("checks: " + ", ".join(parts), style="dim")
+    return Text("checks: " + ", ".join(parts), style="dim") if parts else None
 
 
 def _tokens_line(side: StreamSide, start: int, position: int) -> Text:
@@ -224,11 +228,7 @@ def render_diff(diff: TokenDiff) -> Group:
         f" first diverges at token {diff.position}: ",
         (ATTRIBUTION_TEXT[diff.attribution], "bold yellow"),
     )
-    keys = sorted(
-        {(e.kind, e.index) for e in diff.left.events}
-        | {(e.kind, e.index) for e in diff.right.events},
-        key=lambda k: (["draft", "target", "accept"].index(k[0]), k[1]),
-    )
+    keys = diff.event_keys()
     parts: list[RenderableType] = [header, tokens]
     if keys:
         # padding 1 and "row" for "kernel row": with two hex seeds and a run name the table
@@ -399,13 +399,14 @@ def render_finding(finding: Finding) -> Group:
     # A stack trace stays in --json and the bundle: the terminal names its site through the
     # root cause (the innermost frame in the engine's code).
     shown = [line for line in finding.details if not line.startswith("Traceback (most recent")]
+    # Detail lines indented, their continuation lines further in: each reads as one item.
     for line in shown[:8]:
-        parts.append(Text(f"  {line}", style="dim"))
+        parts.append(Words(Text(line, style="dim"), indent=2, margin=2))
     for diff in finding.diffs[:MAX_DIFFS_SHOWN]:
         parts.append(Text(""))
         parts.append(render_diff(diff))
     for diff in finding.diffs[MAX_DIFFS_SHOWN:]:
-        parts.append(Text(f"  {_diff_line(diff)}", style="dim"))
+        parts.append(Words(Text(_diff_line(diff), style="dim"), indent=2, margin=2))
     if finding.offsets:
         parts.append(Text(""))
         parts.append(render_offsets(finding.offsets))
@@ -436,22 +437,33 @@ def findings_grid(findings: Sequence[Finding]) -> Table:
 
 
 def render_root_causes(causes: Sequence[RootCause]) -> Group:
-    """One line per root cause, with what it affects, and the evidence of its suspect."""
+    """One line per root cause, with what it affects, and the evidence of its suspect: beside
+    its label where the labels fit; else under it, indented (a label names a value or a
+    crash's file:line, which no column may cut)."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold red", no_wrap=True)
     grid.add_column()
+    # A cause that is a sentence (a server that stopped, a bug in specseed) reads whole on
+    # a line of its own, first; the defect names share the grid.
+    sentences: list[RenderableType] = []
+    stacked: list[RenderableType] = []
     for cause in causes:
         scenarios, requests, n = len(cause.scenarios), len(cause.requests), len(cause.findings)
-        grid.add_row(
-            cause.label,
-            Text.assemble(
-                f"{plural(n, 'failing finding')}, {plural(scenarios, 'scenario')}, "
-                f"{plural(requests, 'request')} ({', '.join(cause.checks)})\n",
-                (cause.why, "dim"),
-            ),
+        what = Text.assemble(
+            f"{plural(n, 'failing finding')}, {plural(scenarios, 'scenario')}, "
+            f"{plural(requests, 'request')} ({', '.join(cause.checks)})\n",
+            (cause.why, "dim"),
         )
+        if cause.kind in ("server", "specseed-bug"):
+            sentences.append(Words(Text(cause.label, style="bold red")))
+            sentences.append(Words(what, margin=2))
+            continue
+        grid.add_row(cause.label, what)
+        stacked += [Words(Text(cause.label, style="bold red"), indent=2), Words(what, margin=4)]
     title = Text(f"Root causes ({len(causes)}), by suspect defect:", style="bold")
-    return Group(title, grid)
+    if not stacked:
+        return Group(title, *sentences)
+    return Group(title, *sentences, Fitted(grid, Group(*stacked)))
 
 
 def _option_defaults(engine: str) -> dict[str, object]:
@@ -463,6 +475,21 @@ def _option_defaults(engine: str) -> dict[str, object]:
         return model().model_dump(mode="json") if model is not None else {}
     except Exception:  # an options model with required fields, or an unknown plugin
         return {}
+
+
+def option_text(value: object, *, top: bool = False) -> str:
+    """An engine option as the report's header names it: a list as its items (at the top,
+    ``defects: a, b``), a mapping as ``{key: value}`` in YAML's flow style, never a Python
+    repr (``{'when': ...}``)."""
+    if isinstance(value, dict):
+        pairs = (f"{k}: {option_text(v)}" for k, v in value.items() if v is not None)
+        return "{" + ", ".join(pairs) + "}"
+    if isinstance(value, (list, tuple)):
+        items = ", ".join(option_text(v) for v in value)
+        return items if top else f"[{items}]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def render_report(
@@ -478,23 +505,29 @@ def render_report(
     engine = result.config.engine
     defaults = _option_defaults(engine.name)
     options = "".join(
-        f", {key}: {', '.join(map(str, value)) if isinstance(value, list) else value}"
+        f", {key}: {option_text(value, top=True)}"
         for key, value in engine.options.items()
         if value not in (None, [], "") and defaults.get(key, object()) != value
     )
-    console.print(
-        f"[bold]specseed {command}[/]: engine [bold]{engine.name}[/] on {engine.device}, "
-        f"contract [bold]{result.contract}[/]{escape(options)}, "
+    header = Text.from_markup(
+        f"[bold]specseed {command}[/]: engine [bold]{escape(engine.name)}[/] on "
+        f"{engine.device}, contract [bold]{escape(result.contract)}[/]{escape(options)}, "
         f"max_draft_len {engine.max_draft_len}, {plural(len(result.scenarios), 'scenario')}, "
         f"{plural(sum(len(s.traces) for s in result.scenarios), 'run')} in {result.seconds:.1f}s"
         + (f" on {result.workers} workers" if result.workers > 1 else "")
     )
-    console.print(verdict_table(result))
-    console.print(_legend(result))
+    print_words(console, header)  # a URL among the options is never split
+    if result.scenarios:  # an audit interrupted before any scenario finished has no table
+        # The title on its own line: as the table's, it wrapped at a narrow table's width.
+        console.print(Text(VERDICT_TITLE, style="italic"))
+        console.print(Fitted(verdict_table(result)), soft_wrap=True)
+        legend = _legend(result)
+        if legend is not None:
+            console.print(legend)
     failing = [f for f in result.findings if f.status in ("fail", "error")]
     causes = root_causes(failing)
     if causes:
-        console.print(render_root_causes(causes))
+        console.print(render_root_causes(causes), soft_wrap=True)
         console.print()
     for cause in causes if not summary else ():
         console.print(render_finding(cause.lead))
@@ -510,7 +543,10 @@ def render_report(
     limitations = [f for f in result.findings if f.status == "known-limitation"]
     if limitations:
         console.print(
-            Text("Known limitations (stated by the contract, not violations):", style="bold yellow")
+            Text(
+                "Known limitations (stated by the engine's authors, not violations):",
+                style="bold yellow",
+            )
         )
         seen: set[tuple[str, str | None]] = set()
         for finding in limitations:
@@ -538,7 +574,8 @@ def render_report(
     # (those include defects the attribution ruled out).
     named = [d for c in causes for d in c.defects]
     tail = f"; suspects: {', '.join(dict.fromkeys(named))}" if named else ""
-    console.print(f"{verdict}: {tally}{tail} (exit {exit_code})")
+    said = f": {tally}{tail}" if tally or tail else ""
+    print_words(console, Text.from_markup(f"{verdict}{said} (exit {exit_code})"))
 
 
 MAX_SKIP_LINES = 8
@@ -572,20 +609,26 @@ def _print_skips(result: AuditResult, console: Console, *, summary: bool = False
         )
         return
     console.print(Text("Skipped (not judged, not passed):", style="bold"))
+    # Checks skipped for one reason in the same scenarios share a line ("not among the checks
+    # asked for" is said once, not once per check).
+    lines: dict[tuple[str, tuple[str, ...]], list[str]] = defaultdict(list)
+    for (check, reason), scenarios in reasons.items():
+        key = (reason, tuple(scenarios)) if reason else (f"\0{check}", tuple(scenarios))
+        lines[key].append(check)
     # One item per row of a grid: a reason that wraps stays indented under its own line.
     items = Table.grid(padding=(0, 1), pad_edge=False)
     items.add_column(no_wrap=True)
     items.add_column(overflow="fold", ratio=1)
-    for (check, reason), scenarios in list(reasons.items())[:MAX_SKIP_LINES]:
-        where = ", ".join(scenarios[:3]) + (
-            f" and {len(scenarios) - 3} more" if len(scenarios) > 3 else ""
-        )
+    for (reason, named), checks in list(lines.items())[:MAX_SKIP_LINES]:
+        where = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
+        said = "" if reason.startswith("\0") else reason
         items.add_row(
-            " -", Text.from_markup(f"[dim]{check}[/] ({escape(where)}): {escape(reason)}")
+            " -",
+            Text.from_markup(f"[dim]{', '.join(checks)}[/] ({escape(where)}): {escape(said)}"),
         )
     console.print(items)
-    if len(reasons) > MAX_SKIP_LINES:
-        console.print(f"  [dim]… {len(reasons) - MAX_SKIP_LINES} more reasons in --json[/]")
+    if len(lines) > MAX_SKIP_LINES:
+        console.print(f"  [dim]… {len(lines) - MAX_SKIP_LINES} more reasons in --json[/]")
 
 
 def render_matrix(matrix: MatrixResult, console: Console) -> None:
@@ -670,6 +713,16 @@ def render_matrix(matrix: MatrixResult, console: Console) -> None:
         console.print(f"[red]not caught:[/] {row.defect}{why} — {get_defect(row.defect).summary}")
 
 
+def engine_log_note(path: Path) -> str:
+    """The line that names the temporary file an engine's log went to."""
+    try:
+        with path.open("rb") as log:
+            lines = sum(chunk.count(b"\n") for chunk in iter(lambda: log.read(1 << 20), b""))
+    except OSError:
+        return f"The engine's log is in {path}"
+    return f"The engine's log ({plural(lines, 'line')}) is in {path}"
+
+
 class ConsoleReporter(Reporter):
     """The Rich terminal report; with ``progress``, a progress bar on stderr while it runs;
     with ``summary``, only the verdict table and the root causes.
@@ -711,6 +764,8 @@ class ConsoleReporter(Reporter):
         elif isinstance(event, AuditFinished):
             if event.result is not None:
                 self._print_notes(event.result, event.bundle)
+            if event.engine_log is not None:
+                print_message(self.err, engine_log_note(event.engine_log))
         elif self.progress is not None:
             self.progress(event)
 
@@ -725,6 +780,7 @@ class ConsoleReporter(Reporter):
                 f"{', '.join(self._interrupted.unfinished)}."
             )
         notes += [f"Missing evidence: {m}" for m in result.missing_evidence]
+        notes += [f"Warning: {problem}" for problem in PLUGIN_PROBLEMS]
         notes += [f"Error: {failed.message}" for failed in self._failed]
         if bundle is not None and (result.interrupted or result.missing_evidence):
             notes.append(
@@ -733,7 +789,7 @@ class ConsoleReporter(Reporter):
             )
         for note in notes:
             try:
-                self.err.print(escape(note), soft_wrap=True)
+                print_message(self.err, note)
             except OSError:
                 break
 

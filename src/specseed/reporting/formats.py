@@ -6,7 +6,8 @@ so that listing formats and parsing ``--report`` import nothing heavy. The attri
 a :class:`~specseed.reporting.base.DocumentReporter` subclass (built with the sink its text
 goes to; it sees every audit event) or a plain function ``render(result, exit_code) -> str``.
 
-The built-in formats are ``json`` and ``junit`` (``--json`` and ``--junit`` are their aliases).
+The built-in formats are ``json``, ``junit`` (``--json`` and ``--junit`` are their aliases)
+and ``html`` (``reporting.html``: a page with figures, also written into every bundle).
 Other packages add formats with an entry point in the ``specseed.formats`` group whose object
 is an :class:`OutputFormat` of the same name::
 
@@ -35,7 +36,7 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specseed.core.errors import InputError, OutputError
+from specseed.core.errors import InputError, OutputError, plugin_code
 from specseed.core.wording import did_you_mean
 
 if TYPE_CHECKING:
@@ -90,7 +91,8 @@ class OutputFormat:
         if self.problem:
             raise InputError(f"output format {self.name}: {self.problem}", hint=_fix(self))
         try:
-            target = _import_object(self.reporter)
+            with plugin_code(f"importing {self.reporter}"):
+                target = _import_object(self.reporter)
         except Exception as exc:
             raise InputError(
                 f"output format {self.name}: cannot load {self.reporter}: "
@@ -160,6 +162,15 @@ BUILTIN_FORMATS: tuple[OutputFormat, ...] = (
         "specseed.reporting.junit:JunitReporter",
         title="JUnit report",
     ),
+    OutputFormat(
+        "html",
+        "one self-contained page with figures: verdict, root causes, the evidence drawn "
+        "(every bundle holds one)",
+        ".html",
+        "specseed.reporting.html:render",
+        title="HTML report",
+        states_exit_code=True,
+    ),
 )
 """The built-in formats (``--json`` and ``--junit`` write them too)."""
 
@@ -190,7 +201,8 @@ def formats() -> dict[str, OutputFormat]:
 def _from_entry_point(point: EntryPoint) -> OutputFormat:
     source = _distribution(point)
     try:
-        found = point.load()
+        with plugin_code(f"its entry point {point.value}"):
+            found = point.load()
     except Exception as exc:  # a broken plugin must not break specseed
         return _broken(point, source, f"cannot load its entry point: {type(exc).__name__}: {exc}")
     if not isinstance(found, OutputFormat):

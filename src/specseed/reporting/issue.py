@@ -6,11 +6,18 @@ check, the environment, expected versus observed, the smallest scenario that fai
 minimized one when ``specseed minimize`` stored it), the first divergence with its token and
 RNG diffs, the suspects, and the command that reproduces it. Everything else stays in the
 bundle.
+
+Every field of a bundle is outside text: the Markdown takes each one through
+``specseed.core.text`` (``for_markdown`` for prose and table cells, ``markdown_code`` for
+names in code spans, ``markdown_fence`` for scenario text, model.yaml, details and stack
+traces), so no field can close a fence, start a heading, link or code block, or land as raw
+HTML. The JSON form keeps the fields as they are (lone surrogates replaced: ``for_json``).
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -22,8 +29,10 @@ from specseed.checks import CHECKS
 from specseed.checks.findings import ATTRIBUTION_TEXT, EventState, Finding, OffsetRow, TokenDiff
 from specseed.core.defects import DEFECT_IDS, get_defect
 from specseed.core.seeds import fmt_request_seed
+from specseed.core.text import for_html, for_json, for_markdown, markdown_code, markdown_fence
 from specseed.core.wording import plural
 from specseed.engine_adapters.registry import recorded_packages
+from specseed.plan.scope import checked_nothing
 from specseed.reporting.causes import RootCause, root_causes
 
 ENVIRONMENT_ROWS = (
@@ -114,6 +123,15 @@ def _model_for(bundle: Bundle, scenario_file: str) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
+def _verdict(causes: Sequence[RootCause], unjudged: str | None, nothing: bool) -> str:
+    """The JSON verdict: what the audit's exit code says, in a word."""
+    if causes:
+        return "fail"
+    if unjudged:
+        return "unfinished"
+    return "nothing-checked" if nothing else "pass"
+
+
 def build_issue(bundle: Bundle, findings: Sequence[Finding] | None = None) -> IssueReport:
     """The issue of a bundle (its recorded findings unless ``findings`` are given)."""
     if findings is None:
@@ -128,6 +146,8 @@ def build_issue(bundle: Bundle, findings: Sequence[Finding] | None = None) -> Is
             f"specseed: unfinished audit of {engine.name} (contract {bundle.contract}), "
             f"{len(bundle.unfinished)} of {plural(len(bundle.scenarios), 'scenario')} not judged"
         )
+    elif lead is None and checked_nothing(findings):
+        title = f"specseed: nothing checked on {engine.name} (contract {bundle.contract})"
     elif lead is None:
         title = f"specseed: every invariant holds on {engine.name} (contract {bundle.contract})"
     else:
@@ -143,15 +163,17 @@ def build_issue(bundle: Bundle, findings: Sequence[Finding] | None = None) -> Is
         scenario_yaml = scenario.minimal if scenario.minimal is not None else scenario.text
     name = f"{scenario.name}.yaml" if scenario is not None else "scenario.yaml"
     reproduce = [f"specseed audit model.yaml   # model.yaml and {name} as above"]
+    # Shell words: a bundle folder named ``b; curl ... | sh`` stays one argument.
+    root = shlex.quote(str(bundle.root))
     if scenario is not None:
         reproduce.append(
-            f"specseed audit {bundle.root}/model.yaml --scenario {scenario.name}"
-            "   # from the bundle"
+            f"specseed audit {shlex.quote(f'{bundle.root}/model.yaml')} "
+            f"--scenario {shlex.quote(scenario.name)}   # from the bundle"
         )
-    reproduce.append(f"specseed replay {bundle.root}   # the recording against this engine")
+    reproduce.append(f"specseed replay {root}   # the recording against this engine")
     return IssueReport(
         title=title,
-        verdict="fail" if causes else ("unfinished" if unjudged else "pass"),
+        verdict=_verdict(causes, unjudged, checked_nothing(findings)),
         causes=causes,
         lead=lead,
         environment=_environment(bundle),
@@ -174,14 +196,27 @@ def build_issue(bundle: Bundle, findings: Sequence[Finding] | None = None) -> Is
 # -- Markdown -----------------------------------------------------------------------------
 
 
+md = for_markdown
+code = markdown_code
+
+
+class _Marked(str):
+    """A table cell specseed marked up itself (``**5**``): written as it is."""
+
+
 def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return text if isinstance(text, _Marked) else md(str(text))
+
+
+def _bold(text: str) -> _Marked:
+    return _Marked(f"**{md(text)}**")
 
 
 def _table(
     header: Sequence[str], rows: Sequence[Sequence[object]], *, text_columns: int = 1
 ) -> list[str]:
-    """A GitHub table: the first ``text_columns`` columns left-aligned, numbers right."""
+    """A GitHub table: the first ``text_columns`` columns left-aligned, numbers right. Each
+    cell is outside text (escaped) unless :class:`_Marked`."""
     align = ["---" if i < text_columns else "---:" for i in range(len(header))]
     out = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
     out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
@@ -200,30 +235,24 @@ def _tokens(tokens: Sequence[int], start: int, position: int) -> str:
 def _diff_markdown(diff: TokenDiff) -> list[str]:
     right_name = diff.right_request or diff.request
     lines = [
-        f"`{diff.request}` first diverges at token {diff.position}: "
-        f"**{ATTRIBUTION_TEXT[diff.attribution]}**.",
+        f"{code(diff.request)} first diverges at token {diff.position}: "
+        f"**{md(ATTRIBUTION_TEXT.get(diff.attribution, diff.attribution))}**.",
         "",
-        "```text",
     ]
     left_label = diff.left.run + (f" ({diff.request})" if diff.right_request else "")
     right_label = diff.right.run + (f" ({right_name})" if diff.right_request else "")
     width = max(len(left_label), len(right_label))
-    lines.append(
-        f"{left_label:<{width}}  {_tokens(diff.left.tokens, diff.window_start, diff.position)}"
-    )
-    lines.append(
+    tokens = (
+        f"{left_label:<{width}}  {_tokens(diff.left.tokens, diff.window_start, diff.position)}\n"
         f"{right_label:<{width}}  {_tokens(diff.right.tokens, diff.window_start, diff.position)}"
     )
-    lines += ["```", ""]
-    keys = sorted(
-        {(e.kind, e.index) for e in (*diff.left.events, *diff.right.events)},
-        key=lambda k: (["draft", "target", "accept"].index(k[0]), k[1]),
-    )
+    lines += [*markdown_fence(tokens, "text").splitlines(), ""]
+    keys = diff.event_keys()
     if keys:
         lines.append(
-            f"RNG state behind it ({diff.left.run}: step {diff.left.step}, row {diff.left.row}; "
-            f"{diff.right.run}: step {diff.right.step}, row {diff.right.row}); differing "
-            "states in bold:"
+            f"RNG state behind it ({md(diff.left.run)}: step {diff.left.step}, row "
+            f"{diff.left.row}; {md(diff.right.run)}: step {diff.right.step}, row "
+            f"{diff.right.row}); differing states in bold:"
         )
         lines.append("")
         rows = []
@@ -248,15 +277,16 @@ def _diff_markdown(diff: TokenDiff) -> list[str]:
     event = None if first is None else (first[0] or first[1])
     if first is not None and event is not None and event.step != diff.left.step:
         lines.append(
-            f"The earliest RNG difference for `{diff.request}` is earlier: {event.label()} at "
-            f"iteration {event.decoding_iter}: {_state_text(first[0])} in {diff.left.run}, "
-            f"{_state_text(first[1])} in {diff.right.run}."
+            f"The earliest RNG difference for {code(diff.request)} is earlier: "
+            f"{md(event.label())} at iteration {event.decoding_iter}: "
+            f"{md(_state_text(first[0]))} in {md(diff.left.run)}, "
+            f"{md(_state_text(first[1]))} in {md(diff.right.run)}."
         )
         lines.append("")
     same = diff.left.logits_fingerprint == diff.right.logits_fingerprint
     lines.append(
-        f"Target logits fingerprint: `{diff.left.logits_fingerprint or '—'}` vs "
-        f"`{diff.right.logits_fingerprint or '—'}` ({'equal' if same else 'different'})."
+        f"Target logits fingerprint: {code(diff.left.logits_fingerprint or '—')} vs "
+        f"{code(diff.right.logits_fingerprint or '—')} ({'equal' if same else 'different'})."
     )
     return lines
 
@@ -269,12 +299,12 @@ def _state_text(event: EventState | None) -> str:
 
 def _state_row(
     label: str, run: str, event: EventState | None, compare: EventState | None
-) -> list[str]:
+) -> list[str | _Marked]:
     """One side's state; where ``compare`` (the other side) is given, the fields that differ
     from it in bold."""
     if event is None:
         return [label, run, "—", "", "", "", "", ""]
-    values = [
+    values: list[str | _Marked] = [
         fmt_request_seed(event.seed),
         str(event.subsequence),
         str(event.offset),
@@ -285,9 +315,7 @@ def _state_row(
     if compare is not None:
         theirs = (compare.seed, compare.subsequence, compare.offset, compare.draws)
         mine = (event.seed, event.subsequence, event.offset, event.draws)
-        marked = [
-            f"**{v}**" if a != b else v for v, a, b in zip(values, mine, theirs, strict=False)
-        ]
+        marked = [_bold(v) if a != b else v for v, a, b in zip(values, mine, theirs, strict=False)]
         values = marked + values[4:]
     return [label, run, *values]
 
@@ -298,15 +326,15 @@ def _offsets_markdown(rows: Sequence[OffsetRow]) -> list[str]:
     first_bad = next((i for i, r in enumerate(mine) if r.mismatch), 0)
     shown = mine[max(0, first_bad - 2) :][:MAX_OFFSET_ROWS]
     lines = [
-        f"`{request}` in run {shown[0].run}: RNG state per event, expected by the contract "
-        "beside observed (mismatches in bold):",
+        f"{code(request)} in run {md(shown[0].run)}: RNG state per event, expected by the "
+        "contract beside observed (mismatches in bold):",
         "",
     ]
-    table = []
+    table: list[list[str | _Marked]] = []
     for r in shown:
 
-        def mark(value: str, name: str, row: OffsetRow = r) -> str:
-            return f"**{value}**" if name in row.mismatch else value
+        def mark(value: str, name: str, row: OffsetRow = r) -> str | _Marked:
+            return _bold(value) if name in row.mismatch else value
 
         table.append(
             [
@@ -341,32 +369,42 @@ def _offsets_markdown(rows: Sequence[OffsetRow]) -> list[str]:
     hidden = len(mine) - len(shown)
     if hidden > 0:
         lines.append("")
-        lines.append(f"… {hidden} more events of `{request}` in the bundle's findings.")
+        lines.append(f"… {hidden} more events of {code(request)} in the bundle's findings.")
     return lines
 
 
 def render_markdown(issue: IssueReport) -> str:
-    out: list[str] = [f"## {issue.title}", ""]
+    """The issue body: every bundle field in it escaped for where it lands (prose, table
+    cell, code span or fence)."""
+    out: list[str] = [f"## {md(issue.title)}", ""]
     if issue.notes:
         out.append("> [!WARNING]")
-        out.append("> The bundle was cut short; this report covers what was recorded:")
-        out += [f"> - {note}" for note in issue.notes]
+        out.append(
+            "> The bundle is incomplete or holds files not used; this report covers the rest:"
+        )
+        out += [f"> - {md(note)}" for note in issue.notes]
         out.append("")
     if issue.unjudged:
-        out.append(f"**Not judged:** {issue.unjudged}.")
+        out.append(f"**Not judged:** {md(issue.unjudged)}.")
         out.append("")
     if issue.lead is None and issue.unjudged:
-        out.append(f"Engine: {issue.engine_line}.")
+        out.append(f"Engine: {md(issue.engine_line)}.")
         out.append("")
+    elif issue.lead is None and issue.verdict == "nothing-checked":
+        out.append(
+            f"specseed checked nothing: every finding is skip (the engine exposed no evidence "
+            f"any check could use), so nothing below vouches for it. Engine: "
+            f"{issue.engine_line}."
+        )
     elif issue.lead is None:
-        out.append(f"specseed found no violation: engine {issue.engine_line}.")
+        out.append(f"specseed found no violation: engine {md(issue.engine_line)}.")
         out.append("")
     else:
         n = sum(len(c.findings) for c in issue.causes)
         out.append(
             f"specseed found {plural(n, 'failing finding')} with "
             f"{plural(len(issue.causes), 'root cause')}. "
-            f"Engine: {issue.engine_line}."
+            f"Engine: {md(issue.engine_line)}."
         )
         out.append("")
     out.append("### Environment")
@@ -379,23 +417,36 @@ def render_markdown(issue: IssueReport) -> str:
         out.append("### Expected vs observed")
         out.append("")
         expected = spec.description if spec is not None else lead.check
-        out.append(f"- **Expected** (`{lead.check}`): {expected}")
+        out.append(f"- **Expected** ({code(lead.check)}): {md(expected)}")
         out.append(
-            f"- **Observed** in scenario `{lead.scenario}` ({', '.join(lead.runs)}): {lead.message}"
+            f"- **Observed** in scenario {code(lead.scenario)} ({md(', '.join(lead.runs))}): "
+            f"{md(lead.message)}"
         )
         out.append("")
         out.append("### Suspects")
         out.append("")
         for cause in issue.causes:
-            summary = ""
-            if cause.defect in DEFECT_IDS:
-                summary = f" ({get_defect(cause.defect).summary})"
             affected = (
                 f"{plural(len(cause.findings), 'failing finding')}"
                 f" in {plural(len(cause.scenarios), 'scenario')},"
                 f" {plural(len(cause.requests), 'request')}"
             )
-            out.append(f"- **{cause.label}**{summary}: {affected}. Evidence: {cause.why}")
+            if len(cause.defects) > 1:
+                # "One of A or B": each of them described, with its own evidence.
+                out.append(f"- **{md(cause.label)}**: {affected}; the evidence fits each:")
+                for defect in cause.defects:
+                    what = get_defect(defect).summary if defect in DEFECT_IDS else defect
+                    evidence = cause.evidence_for(defect) or cause.lead.message
+                    out.append(f"  - `{md(defect)}` ({md(what)}). Evidence: {md(evidence)}")
+                if cause.separated_by:
+                    out.append(f"  - To tell them apart: {md(', '.join(cause.separated_by))}.")
+                continue
+            summary = ""
+            if cause.defect in DEFECT_IDS:
+                summary = f" ({get_defect(cause.defect).summary})"
+            out.append(
+                f"- **{md(cause.label)}**{md(summary)}: {affected}. Evidence: {md(cause.why)}"
+            )
         out.append("")
         out.append("### Minimal reproduction" if issue.minimized else "### Scenario")
         out.append("")
@@ -413,19 +464,12 @@ def render_markdown(issue: IssueReport) -> str:
         lines = issue.scenario_yaml.rstrip().splitlines()
         if len(lines) <= MAX_INLINE_SCENARIO_LINES:
             name = f"{issue.scenario.name}.yaml" if issue.scenario else "scenario.yaml"
-            out += [f"`{name}`:", "", "```yaml", *lines, "```", ""]
-            out += [
-                "`model.yaml`:",
-                "",
-                "```yaml",
-                *issue.model_yaml.rstrip().splitlines(),
-                "```",
-                "",
-            ]
+            out += [f"{code(name)}:", "", markdown_fence(issue.scenario_yaml, "yaml"), ""]
+            out += ["`model.yaml`:", "", markdown_fence(issue.model_yaml, "yaml"), ""]
         else:
             out.append(
                 f"({len(lines)} lines: attached in the bundle as "
-                f"`{issue.scenario.name if issue.scenario else '?'}/scenario.yaml`.)"
+                f"{code((issue.scenario.name if issue.scenario else '?') + '/scenario.yaml')}.)"
             )
             out.append("")
         out.append("### First divergence" if lead.diffs or lead.offsets else "### What failed")
@@ -441,34 +485,38 @@ def render_markdown(issue: IssueReport) -> str:
                 out.append("")
                 for diff in lead.diffs[1:]:
                     out.append(
-                        f"- `{diff.request}` first diverges at token {diff.position} "
-                        f"({diff.left.run} vs {diff.right.run}): {ATTRIBUTION_TEXT[diff.attribution]}"
+                        f"- {code(diff.request)} first diverges at token {diff.position} "
+                        f"({md(diff.left.run)} vs {md(diff.right.run)}): "
+                        f"{md(ATTRIBUTION_TEXT.get(diff.attribution, diff.attribution))}"
                     )
         elif lead.offsets:
             out += _offsets_markdown(lead.offsets)
         else:
-            out.append(lead.message)
+            out.append(md(lead.message))
             details = [line for line in lead.details[:20] if line not in lead.message]
             if details:
-                out += ["", "```text", *details, "```"]
+                out += ["", markdown_fence("\n".join(details), "text")]
         out.append("")
         for run, stack in issue.crashes:
-            out.append(f"<details><summary>Stack trace of the engine in run {run}</summary>")
-            out += ["", "```text", *stack.rstrip().splitlines(), "```", "", "</details>", ""]
+            # Raw HTML: the run name escaped as HTML, the stack trace fenced after a blank line.
+            out.append(
+                f"<details><summary>Stack trace of the engine in run {for_html(run)}</summary>"
+            )
+            out += ["", markdown_fence(stack, "text"), "", "</details>", ""]
         rest = [f for c in issue.causes for f in c.findings if f is not lead]
         if rest:
             out.append(f"<details><summary>All failing findings ({len(rest) + 1})</summary>")
             out.append("")
             for finding in (lead, *rest):
-                out.append(f"- `{finding.check}` · `{finding.scenario}`: {finding.message}")
+                out.append(
+                    f"- {code(finding.check)} · {code(finding.scenario)}: {md(finding.message)}"
+                )
             out.append("")
             out.append("</details>")
             out.append("")
     out.append("### Reproduce")
     out.append("")
-    out.append("```sh")
-    out += list(issue.reproduce)
-    out.append("```")
+    out.append(markdown_fence("\n".join(issue.reproduce), "sh"))
     out.append("")
     out.append("_Report written by `specseed report`; the bundle holds every trace and finding._")
     return "\n".join(out) + "\n"
@@ -487,7 +535,12 @@ def issue_dict(issue: IssueReport) -> dict[str, Any]:
         "scenario": lead.scenario if lead else None,
         "causes": [
             {
+                "label": c.label,
+                "kind": c.kind,
                 "defect": c.defect,
+                "alternatives": list(c.alternatives),
+                "summaries": {d: get_defect(d).summary for d in c.defects if d in DEFECT_IDS},
+                "evidence_by_defect": {d: c.evidence_for(d) for d in c.defects},
                 "checks": c.checks,
                 "findings": len(c.findings),
                 "scenarios": c.scenarios,
@@ -508,4 +561,4 @@ def issue_dict(issue: IssueReport) -> dict[str, Any]:
 
 
 def render_issue_json(issue: IssueReport) -> str:
-    return json.dumps(issue_dict(issue), indent=2) + "\n"
+    return json.dumps(for_json(issue_dict(issue)), indent=2) + "\n"

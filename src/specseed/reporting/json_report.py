@@ -9,9 +9,12 @@ not be written, with why), and ``findings``: a list of objects with ``check``,
 ``scenario``, ``status``, ``suspects`` (list of {defect, why}), ``requests``, ``runs``,
 ``message``, ``limitation``, ``details``, ``diffs`` and ``offsets``; ``root_causes``: the
 audit's conclusion (``specseed.checks.attribution``), each with ``label``, ``kind`` (defect,
-ambiguous, crash, unexplained), ``defect``, ``alternatives``, ``separated_by``, ``crash``,
+ambiguous, crash, specseed-bug, server, unexplained), ``defect``, ``alternatives``,
+``separated_by``, ``crash``, ``server`` (what the server did and what was not judged),
 ``evidence`` and ``consequences`` (the findings it rests on and those following from it, by
-check, scenario and runs) and ``why``.
+check, scenario and runs) and ``why``; ``plugin_problems``: check plugins that could not be
+loaded (their checks did not run), one line each. Strings hold no lone surrogate (``for_json``: each
+becomes U+FFFD), so the file is valid UTF-8 JSON whatever a server or bundle sent.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from collections import Counter
 from dataclasses import asdict
 from typing import Any
 
+from specseed.checks import PLUGIN_PROBLEMS
 from specseed.checks.attribution import root_causes
 from specseed.checks.findings import STATUSES, Finding
+from specseed.core.text import for_json
 from specseed.core.version import __version__
 from specseed.reporting.base import DocumentReporter
 from specseed.run.results import AuditResult
@@ -60,11 +65,12 @@ def report_dict(result: AuditResult, exit_code: int) -> dict[str, Any]:
         "missing_evidence": result.missing_evidence,
         "findings": [finding_dict(f) for f in result.findings],
         "root_causes": [c.to_json() for c in root_causes(result.findings)],
+        "plugin_problems": list(PLUGIN_PROBLEMS),
     }
 
 
 def render_json(result: AuditResult, exit_code: int) -> str:
-    return json.dumps(report_dict(result, exit_code), indent=2) + "\n"
+    return json.dumps(for_json(report_dict(result, exit_code)), indent=2) + "\n"
 
 
 class JsonReporter(DocumentReporter):

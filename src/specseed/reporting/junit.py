@@ -6,6 +6,10 @@ console's last line ("N pass, M fail"). A last testsuite ``root-causes`` has one
 testcase per root cause (``specseed.checks.attribution``), its body the findings the cause
 rests on; it restates failures already counted, so it stays out of the totals and its
 ``specseed.counts`` property says so.
+
+Every text and attribute goes through ``specseed.core.text.for_xml`` last: a message from a
+server or a bundle may hold characters XML 1.0 forbids (U+FFFE, ``ESC``, a lone surrogate),
+which would leave a file no CI can parse.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import xml.etree.ElementTree as ET
 
 from specseed.checks.attribution import root_causes
 from specseed.checks.findings import Finding
+from specseed.core.text import for_xml
 from specseed.reporting.base import DocumentReporter
 from specseed.run.results import AuditResult
 
@@ -106,6 +111,11 @@ def render_junit(result: AuditResult) -> str:
     root.set("failures", str(failures))
     root.set("errors", str(errors))
     root.set("skipped", str(skipped))
+    for element in root.iter():
+        if element.text:
+            element.text = for_xml(element.text)
+        for name, attribute in element.attrib.items():
+            element.set(name, for_xml(attribute))
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 

@@ -11,6 +11,7 @@ from rich.text import Text
 from specseed.bundle.compare import RecordingDiff, RequestComparison
 from specseed.checks.findings import EventState
 from specseed.core.seeds import fmt_seed
+from specseed.reporting.layout import Fitted, Words, print_words
 
 MAX_DETAILED = 3
 """Differing requests shown with tokens and RNG states; the others get their line only."""
@@ -24,6 +25,8 @@ def _result(item: RequestComparison, left: str, right: str) -> Text:
         return Text(f"missing in {where}", style="bold red")
     if item.status == "rng-differs":
         return Text(f"same tokens, RNG differs at event {item.rng_index}", style="yellow")
+    if item.status == "reports-differ":
+        return Text(f"same tokens, {item.report}", style="yellow")
     return Text(f"diverged at token {item.position}", style="bold red")
 
 
@@ -81,16 +84,22 @@ def render_detail(item: RequestComparison, left: str, right: str) -> Group:
 
 def render_recording_diff(diff: RecordingDiff, console: Console, *, show_all: bool = False) -> None:
     counts = diff.counts()
-    console.print(Text.assemble(("A", "bold"), f" = {diff.left}"))
-    console.print(Text.assemble(("B", "bold"), f" = {diff.right}"))
+    print_words(console, Text.assemble(("A", "bold"), f" = {diff.left}"), indent=4)
+    print_words(console, Text.assemble(("B", "bold"), f" = {diff.right}"), indent=4)
     shown = [r for r in diff.requests if show_all or r.differs]
     if shown:
         table = Table(header_style="bold", title_justify="left", box=None, pad_edge=False)
-        for column in ("scenario", "run", "request", "A vs B"):
-            table.add_column(column)
+        for column in ("scenario", "run", "request"):
+            table.add_column(column, no_wrap=True)
+        table.add_column("A vs B")
         for item in shown:
             table.add_row(item.scenario, item.run, item.request, _result(item, "A", "B"))
-        console.print(table)
+        # Names are never cut ("unseeded-neig…"): where they do not fit, a line per request.
+        lines = [Text("scenario/run/request: A vs B", style="bold")] + [
+            Words(Text.assemble(f"{r.scenario}/{r.run}/{r.request}: ", _result(r, "A", "B")), 4)
+            for r in shown
+        ]
+        console.print(Fitted(table, Group(*lines)), soft_wrap=True)
     detailed = [r for r in diff.requests if r.status in ("diverged", "rng-differs")]
     for item in detailed[:MAX_DETAILED]:
         console.print()
@@ -104,5 +113,6 @@ def render_recording_diff(diff: RecordingDiff, console: Console, *, show_all: bo
     console.print(
         f"{verdict}: {runs} runs, {len(diff.requests)} requests: {counts['equal']} equal, "
         f"{counts['diverged']} diverged, {counts['rng-differs']} same tokens with other RNG "
-        f"states, {counts['missing']} missing"
+        f"states, {counts['reports-differ']} same tokens with other reports, "
+        f"{counts['missing']} missing"
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,8 @@ from specseed.checks.registry import (
     comparison_checks,
     run_checks,
 )
-from specseed.core.errors import AuditInterrupted, EngineError, ScenarioError
+from specseed.checks.suspects import with_departures
+from specseed.core.errors import AuditInterrupted, EngineError, ScenarioError, plugin_code
 from specseed.engine_adapters.base import (
     EngineAdapter,
     EngineSettings,
@@ -46,7 +47,7 @@ from specseed.run.results import (
     ScenarioChecked,
     ScenarioResult,
 )
-from specseed.scenarios.schema import AuditConfig, Expectation, Scenario
+from specseed.scenarios.schema import SKIPPED_BY_MODEL_YAML, AuditConfig, Expectation, Scenario
 from specseed.traces.folder import TraceDir
 from specseed.traces.records import (
     EVIDENCE_TEXT,
@@ -66,8 +67,8 @@ def _missing_evidence(spec: CheckSpec, traces: Sequence[RunTrace]) -> str | None
     A check whose evidence the engine did not expose is skipped with the reason, never passed.
     """
     for trace in traces:
-        if trace.header.not_served is not None:
-            return f"run {trace.name} was not served: {trace.header.not_served}"
+        if trace.unserved is not None:
+            return f"run {trace.name} was not served: {trace.unserved}"
     for trace in traces:
         missing = trace.header.observability.missing(spec.needs)
         if missing:
@@ -80,33 +81,38 @@ def evaluate(
     scenario: Scenario,
     traces: dict[str, RunTrace],
     contract_name: str,
-    skip: Sequence[str] = (),
+    skip: Sequence[str] | Mapping[str, str] = (),
     evidence: dict[str, Any] | None = None,
+    *,
+    load_checkpoints: bool = True,
 ) -> list[Finding]:
     """Apply every check to a scenario's recorded runs (pure: no engine involved).
 
     Each finding gets its check id from the registry and the scenario's name here, so no
-    check repeats its own id. ``evidence``: the distribution check's evidence by run name
+    check repeats its own id. ``skip``: check ids not to apply, or each with the reason its
+    skip finding gives. ``evidence``: the distribution check's evidence by run name
     (``CheckContext.distribution_evidence``): what a bundle stored is re-judged, and what
-    the check computes is added.
+    the check computes is added. ``load_checkpoints``: ``CheckContext.load_checkpoints``.
     """
     ctx = CheckContext(
         scenario=scenario,
         traces=traces,
         contract=get_contract(contract_name),
         distribution_evidence=evidence if evidence is not None else {},
+        load_checkpoints=load_checkpoints,
     )
     findings: list[Finding] = []
 
     def stamped(spec: CheckSpec, finding: Finding, runs: tuple[str, ...]) -> Finding:
-        return replace(finding, check=spec.id, scenario=scenario.name, runs=finding.runs or runs)
+        named = with_departures(finding, ctx.contract)  # upstream's report of what it names
+        return replace(named, check=spec.id, scenario=scenario.name, runs=finding.runs or runs)
 
     def guarded(
         spec: CheckSpec, runs: Sequence[RunTrace], produce: Callable[[], Iterable[Finding]]
     ) -> None:
         names = tuple(t.name for t in runs)
         if spec.id in skip:
-            reason = "skipped by model.yaml checks.skip"
+            reason = skip[spec.id] if isinstance(skip, Mapping) else SKIPPED_BY_MODEL_YAML
             findings.append(stamped(spec, Finding(status="skip", message=reason), names))
             return
         missing = _missing_evidence(spec, runs)
@@ -115,7 +121,8 @@ def evaluate(
             findings.append(stamped(spec, Finding(status="skip", message=message), names))
             return
         try:
-            findings.extend(stamped(spec, f, names) for f in produce())
+            with plugin_code(f"check {spec.id}"):  # a plugin's sys.exit() too
+                findings.extend(stamped(spec, f, names) for f in produce())
         except Exception as exc:  # a broken check must not hide the others
             message = f"the check itself failed: {type(exc).__name__}: {exc}"
             findings.append(stamped(spec, Finding(status="error", message=message), names))
@@ -125,13 +132,11 @@ def evaluate(
 
     def comparison(spec: ComparisonCheckSpec, expectation: Expectation) -> None:
         runs = [traces[name] for name in expectation.runs if name in traces]
-        served = [t for t in runs if t.header.not_served is None]
+        served = [t for t in runs if t.unserved is None]
         if runs and runs[0] in served and len(served) >= 2 and len(served) < len(runs):
             # Compare what was served against the first run, and say what was not.
             left_out = [t for t in runs if t not in served]
-            note = "; not served: " + "; ".join(
-                f"{t.name} ({t.header.not_served})" for t in left_out
-            )
+            note = "; not served: " + "; ".join(f"{t.name} ({t.unserved})" for t in left_out)
             narrowed = expectation.model_copy(update={"runs": [t.name for t in served]})
             guarded(
                 spec,
@@ -271,7 +276,7 @@ class _ScenarioServing:
         item, traces = self.item, self.traces
         evidence: dict[str, Any] = {}
         findings = evaluate(
-            item.scenario, traces, config.engine.contract, config.checks.skip, evidence
+            item.scenario, traces, config.engine.contract, config.checks.skip_reasons(), evidence
         )
         return ScenarioResult(
             scenario=item.scenario,

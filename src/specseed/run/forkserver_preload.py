@@ -37,4 +37,10 @@ def preload() -> None:
 
 
 if is_forkserver():
+    import signal
+
+    # The audit decides what a terminal's hangup means (cli/interrupts.py): the server its
+    # workers fork from must outlive it as they do.
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     preload()

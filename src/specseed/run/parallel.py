@@ -182,7 +182,11 @@ _worker: dict[str, Any] = {}
 def _raise_interrupt(signum: int, _frame: object) -> None:
     _worker["stopping"] = True
     if _worker.get("serving"):
-        raise AuditInterrupted(signal.Signals(signum).name)
+        # The parent stops workers with SIGTERM whatever stopped it, and says which signal
+        # that was first (``_Pool.stop``): the trace names the audit's signal, not ours.
+        stopped_by = _worker.get("stop_signal")
+        parents = stopped_by.value if stopped_by is not None else 0
+        raise AuditInterrupted(signal.Signals(parents or signum).name)
     # An idle worker has no trace to end. Raising here would escape the executor's worker
     # loop with a traceback, and leaving (os._exit) would break the pool under the workers
     # still ending their traces: remember it, refuse the next task, and let the executor's
@@ -264,11 +268,15 @@ def _init_worker(
     trace_writer: Callable[[str, str], TraceWriter] | None,
     parent: _ParentState,
     events: Any,
+    stop_signal: Any,
 ) -> None:
     parent.apply()
-    # Ctrl-C reaches the whole process group: the parent decides, and stops workers with
-    # SIGTERM, which ends the current run's trace with an Interrupted failure.
+    # Ctrl-C and a terminal's hangup reach the whole process group: the parent decides, and
+    # stops workers with SIGTERM, which ends the current run's trace with an Interrupted
+    # failure (a worker killed by SIGHUP would read as an engine crash).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _raise_interrupt)
     # One torch thread per worker: N workers x the default thread count would spin OpenMP
     # threads against each other (the bits do not depend on the thread count; numerics.py).
@@ -287,6 +295,7 @@ def _init_worker(
         trace_dir=trace_dir,
         trace_writer=trace_writer,
         events=events,
+        stop_signal=stop_signal,
     )
 
 
@@ -352,6 +361,32 @@ def _send_run_event(event: object) -> None:
         _worker["events"].put(event)
 
 
+class _Pool(ProcessPoolExecutor):
+    """The worker pool, with the signal that stopped the audit shared with its workers."""
+
+    def __init__(self, workers: int, context: multiprocessing.context.BaseContext, *args: Any):
+        # The signal number, 0 until the parent stops the pool (read by ``_raise_interrupt``).
+        self.stop_signal = context.Value("i", 0)
+        super().__init__(
+            workers,
+            mp_context=context,
+            initializer=_init_worker,
+            initargs=(*args, self.stop_signal),
+        )
+
+    def stop(self, signal_name: str | None = None) -> None:
+        """SIGTERM every live worker, once each has been told ``signal_name`` stopped the
+        audit (the first name given stays; the executor has no public way to stop busy
+        workers)."""
+        if signal_name is not None and not self.stop_signal.value:
+            self.stop_signal.value = signal.Signals[signal_name].value
+        processes = getattr(self, "_processes", None) or {}
+        for process in list(processes.values()):
+            if process.is_alive() and process.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGTERM)
+
+
 def _start_pool(
     workers: int,
     context: multiprocessing.context.BaseContext,
@@ -361,32 +396,23 @@ def _start_pool(
     trace_writer: Callable[[str, str], TraceWriter] | None,
     events: Any,
     lifeline: _Lifeline,
-) -> ProcessPoolExecutor:
+) -> _Pool:
     """The worker pool: each worker starts in ``_init_worker`` with this process's state."""
     parent = _ParentState(dict(os.environ), lifeline.read)
-    return ProcessPoolExecutor(
-        workers,
-        mp_context=context,
-        initializer=_init_worker,
-        initargs=(config, settings, trace_dir, trace_writer, parent, events),
-    )
+    return _Pool(workers, context, config, settings, trace_dir, trace_writer, parent, events)
 
 
-def _end_pool(executor: ProcessPoolExecutor, lifeline: _Lifeline) -> None:
+def _end_pool(executor: _Pool, lifeline: _Lifeline) -> None:
     """Stop every worker and join them (no defunct processes), then close the lifeline."""
-    _stop_workers(executor)
+    executor.stop()
     executor.shutdown(wait=True, cancel_futures=True)
     multiprocessing.active_children()  # reap any other finished child of ours
     lifeline.close()
 
 
-def _stop_workers(executor: ProcessPoolExecutor) -> None:
-    """SIGTERM every live worker (the executor has no public way to stop busy workers)."""
-    processes = getattr(executor, "_processes", None) or {}
-    for process in list(processes.values()):
-        if process.is_alive() and process.pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGTERM)
+def _signal_of(exc: KeyboardInterrupt) -> str:
+    """The signal behind an interrupt (a plain ``KeyboardInterrupt`` is Ctrl-C's)."""
+    return exc.signal_name if isinstance(exc, AuditInterrupted) else "SIGINT"
 
 
 def run_audit_jobs(
@@ -478,8 +504,9 @@ def run_audit_jobs(
                 hint="use fewer --jobs (each loads its own engine) or give the audit more memory",
             ) from None
         except KeyboardInterrupt as exc:
-            interrupted = exc.signal_name if isinstance(exc, AuditInterrupted) else "SIGINT"
-            _stop_workers(executor)  # SIGTERM: each worker ends its current trace, then stops
+            interrupted = _signal_of(exc)
+            # SIGTERM, naming our signal: each worker ends its current trace, then stops.
+            executor.stop(interrupted)
             executor.shutdown(wait=True, cancel_futures=True)
             # Scenarios a worker finished before the signal count as finished, as in a
             # serial audit (their results may not have been read yet).
@@ -553,8 +580,8 @@ def run_engine_tasks(
             "killed without a word, as the out-of-memory killer does",
             hint="use fewer --jobs (each loads its own engine) or give the audit more memory",
         ) from None
-    except KeyboardInterrupt:
-        _stop_workers(executor)
+    except KeyboardInterrupt as exc:
+        executor.stop(_signal_of(exc))
         raise
     finally:
         _end_pool(executor, lifeline)

@@ -145,6 +145,9 @@ class AuditFinished:
     exit_code: int
     bundle: Path | None = None
     """Where the audit wrote its bundle (its traces), if it did."""
+    engine_log: Path | None = None
+    """The temporary file holding the engine's own log, when no other place was given for
+    it (``--engine-log``, the bundle) and the engine wrote to it."""
 
 
 AuditEvent = (

@@ -191,7 +191,20 @@ def _structure_problems(root: yaml.Node, source: str) -> list[str]:
 
 
 def _parse_yaml(text: str, source: str) -> tuple[Any, yaml.Node | None]:
-    loader = yaml.SafeLoader(text)
+    try:
+        # The reader checks every character when it is built: a raw control byte (ESC, NUL)
+        # is refused here, before any parsing.
+        loader = yaml.SafeLoader(text)
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        raise ScenarioError(
+            f"{source} is not valid YAML",
+            [
+                f"{source}:{line}: the character {exc.character:#06x} is not allowed in YAML "
+                "(a control or non-printable character). Remove it, or write it as an "
+                'escape in a double-quoted string ("\\x07").'
+            ],
+        ) from None
     try:
         node = loader.get_single_node()
         if node is None:

@@ -8,6 +8,7 @@ them.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -17,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     GetJsonSchemaHandler,
+    PrivateAttr,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -66,6 +68,7 @@ COMPARISON_CHECK_IDS: tuple[str, ...] = (
     "overlap-invariance",
     "greedy-spec-equivalence",
     "losslessness",
+    "knob-equivalence",
 )
 """Ids of specseed's comparison checks, the ones ``expect`` may name, in registration order.
 
@@ -188,12 +191,37 @@ def _known_check(value: str, info: ValidationInfo) -> str:
     return value
 
 
+SKIPPED_BY_MODEL_YAML = "skipped by model.yaml checks.skip"
+
+
 class ChecksConfig(StrictModel):
     """The ``checks:`` section of model.yaml."""
 
     skip: list[Annotated[str, AfterValidator(_known_check)]] = Field(
         default_factory=list, description="Check ids not to run (reported as skip)."
     )
+    _asked: tuple[str, ...] | None = PrivateAttr(default=None)
+    """The only checks a caller asked for (the Python API's ``checks=``), when it did."""
+
+    def only(self, checks: Sequence[str], every: Iterable[str]) -> ChecksConfig:
+        """This section with every check of ``every`` but ``checks`` skipped too; each says
+        it was not asked for, not that model.yaml skips it."""
+        skip = sorted({*self.skip, *(c for c in every if c not in checks)})
+        narrowed = self.model_copy(update={"skip": skip})
+        narrowed._asked = tuple(checks)
+        return narrowed
+
+    def skip_reasons(self) -> dict[str, str]:
+        """Each skipped check id with the reason its findings give."""
+        asked = self._asked
+        return {
+            check: (
+                f"not among the checks asked for ({', '.join(asked)})"
+                if asked is not None and check not in asked
+                else SKIPPED_BY_MODEL_YAML
+            )
+            for check in self.skip
+        }
 
 
 class AuditConfig(StrictModel):
@@ -238,7 +266,139 @@ def _check_top_p(value: float) -> float:
     return value
 
 
-class RequestDefaults(StrictModel):
+# -- the sampling knobs beyond the five above (OpenAI / vLLM names) ---------------------------
+
+MAX_LOGIT_BIAS = 1024
+"""Most ``logit_bias`` entries one request may carry (OpenAI documents no limit for the
+completions API; every entry is a token the sampler must touch at every position)."""
+MAX_STOP_TOKEN_IDS = 64
+"""Most ``stop_token_ids`` one request may carry."""
+MAX_STOP_STRINGS = 8
+"""Most ``stop`` strings one request may carry (OpenAI's completions API takes 4)."""
+MAX_STOP_LENGTH = 128
+"""Longest ``stop`` string, in characters."""
+MAX_LOGPROBS = 20
+"""Largest ``logprobs`` (top-n): vLLM's default ``max_logprobs``."""
+MAX_N = 16
+"""Largest ``n`` (children of one request)."""
+MIN_REPETITION_PENALTY = 0.01
+MAX_REPETITION_PENALTY = 100.0
+"""``repetition_penalty`` divides positive float32 logits and multiplies negative ones: outside
+[0.01, 100] a logit of the tiny model is pushed past every other by orders of magnitude and the
+request tests nothing but the overflow."""
+
+KNOB_HELP: dict[str, str] = {
+    "min_p": "Keep only tokens whose probability is at least min_p x the most probable "
+    "token's (vLLM `min_p`); 0 = off. 0 or at least the smallest normal float32.",
+    "logit_bias": f"Token id -> bias in [-100, 100] added to its logit before sampling "
+    f"(OpenAI `logit_bias`); at most {MAX_LOGIT_BIAS} entries.",
+    "presence_penalty": "Subtracted from the logit of every token the output already holds "
+    "(OpenAI `presence_penalty`), from -2 to 2.",
+    "frequency_penalty": "Subtracted from a token's logit once per time the output holds it "
+    "(OpenAI `frequency_penalty`), from -2 to 2.",
+    "repetition_penalty": "Divides positive (multiplies negative) logits of tokens in the "
+    f"prompt or output (vLLM `repetition_penalty`); 1 = off; {MIN_REPETITION_PENALTY:g} to "
+    f"{MAX_REPETITION_PENALTY:g}.",
+    "stop_token_ids": f"Token ids that end the request when generated, kept in the output "
+    f"(vLLM `stop_token_ids`); at most {MAX_STOP_TOKEN_IDS}.",
+    "stop": f"Strings that end the request once the output text contains one (OpenAI "
+    f"`stop`); needs an engine that decodes text; at most {MAX_STOP_STRINGS}, each 1 to "
+    f"{MAX_STOP_LENGTH} characters.",
+    "ignore_eos": "true: do not stop at the model's end-of-sequence token (vLLM `ignore_eos`).",
+    "logprobs": f"Report the chosen token's log-probability and the top-n (OpenAI "
+    f"`logprobs`), 0 to {MAX_LOGPROBS}; 0 = the chosen token's only.",
+    "n": f"Completions generated for the request (OpenAI `n`), 1 to {MAX_N}; child i > 0 is "
+    "traced as `<request>#i`.",
+}
+"""Each knob's help text: the field descriptions of scenarios' requests and defaults."""
+
+KNOB_NAMES: tuple[str, ...] = tuple(KNOB_HELP)
+"""The knobs a request may set beyond seed, temperature, top_k, top_p and max_tokens: unset
+(null) means the engine's default, and an adapter does not send it; set, it is always sent."""
+
+
+def _check_min_p(value: float | None) -> float | None:
+    if value is not None and 0.0 < value < MIN_TOP_P:
+        raise ValueError(
+            f"min_p must be 0 or at least {MIN_TOP_P:.3g}, the smallest normal float32: "
+            "engines hold min_p as float32, where a smaller value is 0 (no filter)"
+        )
+    return value
+
+
+def _check_stop(value: str | list[str] | None) -> list[str] | None:
+    if value is None:
+        return None
+    strings = [value] if isinstance(value, str) else list(value)
+    if len(strings) > MAX_STOP_STRINGS:
+        raise ValueError(f"stop holds {len(strings)} strings; at most {MAX_STOP_STRINGS}")
+    for text in strings:
+        if not 1 <= len(text) <= MAX_STOP_LENGTH:
+            raise ValueError(
+                f"a stop string must be 1 to {MAX_STOP_LENGTH} characters long, not {len(text)}"
+            )
+    return strings
+
+
+TokenIdField = Annotated[int, Field(ge=0, le=TOKEN_ID_MAX)]
+BiasValue = Annotated[float, Field(ge=-100.0, le=100.0)]
+Penalty = Annotated[float, Field(ge=-2.0, le=2.0)]
+
+
+class SamplingKnobs(StrictModel):
+    """The knobs both a request and a scenario's defaults may set (unset: the engine's
+    default, not sent)."""
+
+    min_p: float | None = Field(None, ge=0.0, le=1.0, description=KNOB_HELP["min_p"])
+    logit_bias: dict[TokenIdField, BiasValue] | None = Field(
+        None, description=KNOB_HELP["logit_bias"]
+    )
+    presence_penalty: Penalty | None = Field(None, description=KNOB_HELP["presence_penalty"])
+    frequency_penalty: Penalty | None = Field(None, description=KNOB_HELP["frequency_penalty"])
+    repetition_penalty: float | None = Field(
+        None,
+        ge=MIN_REPETITION_PENALTY,
+        le=MAX_REPETITION_PENALTY,
+        description=KNOB_HELP["repetition_penalty"],
+    )
+    stop_token_ids: list[TokenIdField] | None = Field(
+        None, max_length=MAX_STOP_TOKEN_IDS, description=KNOB_HELP["stop_token_ids"]
+    )
+    stop: list[str] | None = Field(None, description=KNOB_HELP["stop"])
+    ignore_eos: bool | None = Field(None, description=KNOB_HELP["ignore_eos"])
+    logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS, description=KNOB_HELP["logprobs"])
+    n: int | None = Field(None, ge=1, le=MAX_N, description=KNOB_HELP["n"])
+
+    @field_validator("min_p")
+    @classmethod
+    def _min_p_in_float32(cls, value: float | None) -> float | None:
+        return _check_min_p(value)
+
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _stop_bounded(cls, value: Any) -> Any:
+        # One string is one stop string (as the OpenAI API takes it).
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("stop")
+    @classmethod
+    def _stop_strings(cls, value: list[str] | None) -> list[str] | None:
+        return _check_stop(value)
+
+    @field_validator("logit_bias", mode="before")
+    @classmethod
+    def _logit_bias_bounded(cls, value: Any) -> Any:
+        # Bounded before each entry is validated: a huge map costs nothing to refuse.
+        if isinstance(value, dict) and len(value) > MAX_LOGIT_BIAS:
+            raise ValueError(f"logit_bias holds {len(value)} entries; at most {MAX_LOGIT_BIAS}")
+        return value
+
+    def knobs(self) -> dict[str, Any]:
+        """The knobs this model sets (not None)."""
+        return {name: getattr(self, name) for name in KNOB_NAMES if getattr(self, name) is not None}
+
+
+class RequestDefaults(SamplingKnobs):
     """Values a scenario's requests take unless they set their own."""
 
     seed: int | None = Field(None, ge=INT64_MIN, le=UINT64_MAX)
@@ -258,7 +418,7 @@ class RequestDefaults(StrictModel):
         return _check_top_p(value)
 
 
-class RequestSpec(StrictModel):
+class RequestSpec(SamplingKnobs):
     """One request of a scenario. Unset sampling fields come from the scenario's defaults."""
 
     prompt: list[Annotated[int, Field(ge=0, le=TOKEN_ID_MAX)]] | str = Field(
@@ -660,10 +820,32 @@ class Scenario(StrictModel):
 
     @model_validator(mode="after")
     def _references_resolve(self) -> Scenario:
-        problems = cross_reference_problems(self)
+        problems = cross_reference_problems(self) + self._copied_children()
         if problems:
             raise CrossReferenceError(problems)
         return self
+
+    def _copied_children(self) -> list[tuple[Loc, str]]:
+        """Requests with ``n`` > 1 that ``distribution`` copies: child i samples under
+        seed + i, the seed copy i of the request takes too."""
+        spec = self.distribution
+        if spec is None:
+            return []
+        copied = self.requests if spec.requests is None else spec.requests
+        problems: list[tuple[Loc, str]] = []
+        for name in copied:
+            request = self.requests.get(name)
+            n = None if request is None else request.n or self.defaults.n
+            if n is not None and n > 1:
+                problems.append(
+                    (
+                        ("requests", name, "n"),
+                        f"request {name!r} has n {n} and `distribution` copies it: child i "
+                        "samples under seed + i, as copy i does. Set n: 1 or leave the "
+                        "request out of distribution.requests.",
+                    )
+                )
+        return problems
 
     def served_requests(self, run: RunSpec) -> list[tuple[str, ResolvedRequest]]:
         """The requests a run serves, in submission order, as (request named in the run,
@@ -699,6 +881,7 @@ class Scenario(StrictModel):
         spec = self.requests[name]
         d = self.defaults
         seed = spec.seed if spec.seed_was_set() else d.seed
+        knobs = {**d.knobs(), **spec.knobs()}
         return ResolvedRequest(
             name=name,
             prompt=spec.prompt,
@@ -707,7 +890,22 @@ class Scenario(StrictModel):
             top_k=d.top_k if spec.top_k is None else spec.top_k,
             top_p=d.top_p if spec.top_p is None else spec.top_p,
             max_tokens=d.max_tokens if spec.max_tokens is None else spec.max_tokens,
+            **plan_knobs(knobs),
         )
+
+
+def plan_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
+    """Knobs as plans and traces hold them: immutable, ``logit_bias`` as sorted (token, bias)
+    pairs (JSON object keys are strings; a trace keeps the ids as integers)."""
+    out: dict[str, Any] = {}
+    for name, value in knobs.items():
+        if name == "logit_bias":
+            out[name] = tuple(sorted((int(t), float(b)) for t, b in value.items()))
+        elif isinstance(value, list):
+            out[name] = tuple(value)
+        else:
+            out[name] = value
+    return out
 
 
 class ResolvedRequest(StrictModel):
@@ -720,6 +918,16 @@ class ResolvedRequest(StrictModel):
     top_k: int
     top_p: float
     max_tokens: int
+    min_p: float | None = None
+    logit_bias: tuple[tuple[int, float], ...] | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
+    stop_token_ids: tuple[int, ...] | None = None
+    stop: tuple[str, ...] | None = None
+    ignore_eos: bool | None = None
+    logprobs: int | None = None
+    n: int | None = None
 
     @property
     def greedy(self) -> bool:

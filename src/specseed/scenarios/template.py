@@ -7,11 +7,15 @@ template can never disagree with what the loader accepts.
 from __future__ import annotations
 
 import json
+import textwrap
 from typing import Any
 
 from pydantic import BaseModel
 
 from specseed.scenarios.schema import AuditConfig, EngineConfig
+
+WIDTH = 80
+"""The template's lines fit an 80-column editor or terminal."""
 
 
 def _yaml_value(value: Any) -> str:
@@ -38,12 +42,30 @@ def _section(model: BaseModel, indent: str, options: BaseModel | None = None) ->
             lines.extend(_section(value, indent + "  ", options))
             continue
         if name == "options" and options is not None:
-            lines.append(f"{indent}options:  # {type(options).__doc__ or 'engine options'}")
+            doc = type(options).__doc__ or "engine options"
+            lines.extend(_commented(f"{indent}options:", doc, indent))
             lines.extend(_section(options, indent + "  "))
             continue
-        comment = f"  # {field.description}" if field.description else ""
-        lines.append(f"{indent}{name}: {_yaml_value(data[name])}{comment}")
+        lines.extend(
+            _commented(f"{indent}{name}: {_yaml_value(data[name])}", field.description, indent)
+        )
     return lines
+
+
+def _commented(line: str, comment: str | None, indent: str) -> list[str]:
+    """``line`` with its comment after it when both fit in :data:`WIDTH` columns; else the
+    comment above it, wrapped at spaces (a value or a name in it is never split)."""
+    if not comment:
+        return [line]
+    if len(line) + 4 + len(comment) <= WIDTH:
+        return [f"{line}  # {comment}"]
+    wrapped = textwrap.wrap(
+        comment,
+        WIDTH - len(indent) - 2,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    return [*(f"{indent}# {part}" for part in wrapped), line]
 
 
 def model_yaml_template(engine: str = "reference") -> str:
@@ -60,9 +82,9 @@ def model_yaml_template(engine: str = "reference") -> str:
     header = [
         "# specseed model.yaml: the engine to audit and the scenarios to replay.",
         "# Run it with: specseed audit model.yaml",
-        "# Keys with a value are the defaults (for the reference engine: the built-in tiny",
-        "# model on the CPU with the whole built-in scenario library). JSON Schema:",
-        "# specseed schema",
+        "# Keys with a value are the defaults (for the reference engine: the built-in",
+        "# tiny model on the CPU with the whole built-in scenario library).",
+        "# JSON Schema: specseed schema",
         "",
     ]
     config = AuditConfig(engine=EngineConfig.model_validate({"name": engine}))

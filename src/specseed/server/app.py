@@ -5,6 +5,12 @@ Routes: ``POST /v1/completions``, ``GET /v1/models``, ``GET /health`` (and FastA
 thread and awaits the result, so concurrent requests share engine steps. With an API key,
 ``/v1/*`` needs ``Authorization: Bearer <key>``; ``/health`` stays open for probes.
 Errors use the OpenAI envelope (``{"error": {"message", "type", "code"}}``).
+
+Limits (``ServeLimits``; the socket-level ones are in ``server/limits.py``): at most
+``max_queued`` completions wait for an engine slot, a request past that is a 429 with
+``Retry-After``; a completion whose client hung up is dropped from the engine at the next
+step (``LiveEngine.cancel``), so nobody waits behind work no one will read; while the server
+shuts down, a request it cannot finish is a 503 with ``Retry-After``, never a cancelled task.
 """
 
 from __future__ import annotations
@@ -12,13 +18,13 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -29,6 +35,7 @@ from specseed.engine_adapters.reference.live import LiveEngine, LiveResult
 from specseed.server.protocol import (
     MAX_BODY_BYTES,
     CompletionChoice,
+    CompletionLogprobs,
     CompletionRequest,
     CompletionResponse,
     ModelCard,
@@ -39,8 +46,39 @@ from specseed.server.protocol import (
 )
 
 DEFAULT_MODEL_NAME = "specseed-reference"
+RETRY_AFTER_S = 1
+"""What a 429 (queue full) or a 503 (shutting down) tells the client to wait, in seconds."""
 
 _bearer = HTTPBearer(auto_error=False)
+
+
+LOGPROB_FLOOR = -9999.0
+"""What a log-probability of -inf is written as (JSON has no infinity; vLLM writes this)."""
+
+
+def _logprobs(result: LiveResult, as_ids: bool) -> CompletionLogprobs | None:
+    """A choice's log-probabilities in the OpenAI completions form; tokens named by their
+    text, or ``token_id:<id>`` (vLLM's ``return_tokens_as_token_ids``)."""
+    if result.logprobs is None:
+        return None
+
+    def name(token: int) -> str:
+        return f"token_id:{token}" if as_ids else decode_text([token])
+
+    def finite(value: float) -> float:
+        return value if value > LOGPROB_FLOOR else LOGPROB_FLOOR
+
+    tokens = list(result.output_ids)
+    offsets, offset = [], 0
+    for token in tokens:
+        offsets.append(offset)
+        offset += len(decode_text([token]))
+    return CompletionLogprobs(
+        tokens=[name(t) for t in tokens],
+        token_logprobs=[finite(x.logprob) for x in result.logprobs],
+        top_logprobs=[{name(t): finite(v) for t, v in x.top} for x in result.logprobs],
+        text_offset=offsets,
+    )
 
 
 def _settle(future: asyncio.Future[LiveResult], result: LiveResult) -> None:
@@ -103,10 +141,41 @@ async def _no_body() -> Message:
     return {"type": "http.request", "body": b"", "more_body": False}
 
 
+def _deliverer(
+    loop: asyncio.AbstractEventLoop, future: asyncio.Future[LiveResult]
+) -> Callable[[LiveResult], None]:
+    def deliver(result: LiveResult) -> None:  # runs on the engine thread
+        loop.call_soon_threadsafe(_settle, future, result)
+
+    return deliver
+
+
+async def _hung_up(request: Request) -> None:
+    """Return once the client of ``request`` has gone (its body is read by then: the next
+    ASGI message is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def _busy(message: str, status: int, kind: str) -> JSONResponse:
+    return JSONResponse(
+        error_body(message, kind, status),
+        status_code=status,
+        headers={"Retry-After": str(RETRY_AFTER_S)},
+    )
+
+
 def create_app(
-    live: LiveEngine, *, model_name: str = DEFAULT_MODEL_NAME, api_key: str | None = None
+    live: LiveEngine,
+    *,
+    model_name: str = DEFAULT_MODEL_NAME,
+    api_key: str | None = None,
+    max_queued: int | None = None,
 ) -> FastAPI:
-    """The FastAPI app serving ``live``; starts and stops its engine thread with the app."""
+    """The FastAPI app serving ``live``; starts and stops its engine thread with the app.
+
+    ``max_queued``: completions that may wait for an engine slot beyond the
+    ``max_num_requests`` the engine runs at once (None: no bound); one more is a 429."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -118,9 +187,12 @@ def create_app(
 
     app = FastAPI(title="specseed serve", version=__version__, lifespan=lifespan)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
-    served = {"completions": 0}
+    served = {"completions": 0, "in_flight": 0, "refused_busy": 0}
+    max_in_flight = None if max_queued is None else live.settings.max_num_requests + max_queued
 
-    def authorize(
+    # async: FastAPI runs a plain def dependency on a thread pool, and the hop let requests
+    # sent in one order reach the engine in another (the batch's rows with them).
+    async def authorize(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> None:
         if api_key is None:
@@ -160,6 +232,9 @@ def create_app(
                 "largest_batch": live.largest_batch,
                 "engine_failures": live.failures,
                 "completions": served["completions"],
+                "in_flight": served["in_flight"],
+                "cancelled": live.cancelled,
+                "refused_busy": served["refused_busy"],
             }
         )
 
@@ -173,7 +248,9 @@ def create_app(
         response_model=CompletionResponse,
         response_model_exclude_none=True,
     )
-    async def completions(body: CompletionRequest) -> CompletionResponse:
+    async def completions(
+        body: CompletionRequest, request: Request
+    ) -> CompletionResponse | Response:
         if body.stream:
             raise HTTPException(400, "stream: streaming is not served; send stream: false")
         if body.model is not None and body.model != model_name:
@@ -210,36 +287,72 @@ def create_app(
             top_k=0 if body.top_k >= vocab else max(body.top_k, 0),
             top_p=body.top_p,
             max_tokens=body.max_tokens,
+            **body.knobs(),
         )
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[LiveResult] = loop.create_future()
-
-        def deliver(result: LiveResult) -> None:  # runs on the engine thread
-            loop.call_soon_threadsafe(_settle, future, result)
-
-        live.submit(plan, deliver)
-        result = await future
-        served["completions"] += 1
-        if result.error is not None:
-            raise HTTPException(
-                500, f"the engine failed while serving this request: {result.error}"
+        if max_in_flight is not None and served["in_flight"] >= max_in_flight:
+            served["refused_busy"] += 1
+            return _busy(
+                f"the server is busy: {served['in_flight']} completions are running or queued "
+                f"(at most {max_in_flight}); retry after {RETRY_AFTER_S} s",
+                429,
+                "rate_limit_error",
             )
-        tokens = list(result.output_ids)
+        loop = asyncio.get_running_loop()
+        # Each child of n is a request of its own, on a stream of its own (seed + i).
+        children = live.children_of(plan)
+        futures: list[asyncio.Future[LiveResult]] = [loop.create_future() for _ in children]
+        served["in_flight"] += len(children)
+        watcher = asyncio.ensure_future(_hung_up(request))
+        answered = asyncio.gather(*futures)
+        try:
+            for child, future in zip(children, futures, strict=True):
+                live.submit(child, _deliverer(loop, future))
+            racing: set[asyncio.Future[Any]] = {answered, watcher}
+            await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # Cancelled from outside (a forced shutdown): drop the work, answer what we can.
+            for child in children:
+                live.cancel(child.request_id)
+            return _busy("the server is shutting down", 503, "server_error")
+        finally:
+            served["in_flight"] -= len(children)
+            watcher.cancel()
+        if not answered.done():  # the client hung up first: nobody reads the answer
+            answered.cancel()
+            for child in children:
+                live.cancel(child.request_id)
+            return Response(status_code=499)
+        results = list(answered.result())
+        gone = next((r for r in results if r.unavailable), None)
+        if gone is not None:
+            return _busy(f"{gone.error}; retry after {RETRY_AFTER_S} s", 503, "server_error")
+        served["completions"] += 1
+        failed = next((r.error for r in results if r.error is not None), None)
+        if failed is not None:
+            raise HTTPException(500, f"the engine failed while serving this request: {failed}")
         with_ids = body.return_token_ids or not body.detokenize
-        choice = CompletionChoice(
-            text=decode_text(tokens),
-            token_ids=tokens if with_ids else None,
-            prompt_token_ids=list(result.prompt_ids) if body.return_token_ids else None,
-        )
+        choices = [
+            CompletionChoice(
+                index=index,
+                text=decode_text(list(result.output_ids)),
+                token_ids=list(result.output_ids) if with_ids else None,
+                prompt_token_ids=list(result.prompt_ids) if body.return_token_ids else None,
+                finish_reason=result.finish_reason or "length",
+                logprobs=_logprobs(result, body.return_tokens_as_token_ids),
+            )
+            for index, result in enumerate(results)
+        ]
+        prompt_ids = results[0].prompt_ids
+        generated = sum(len(r.output_ids) for r in results)
         return CompletionResponse(
             id=f"cmpl-{plan.request_id}",
             created=int(time.time()),
             model=model_name,
-            choices=[choice],
+            choices=choices,
             usage=Usage(
-                prompt_tokens=len(result.prompt_ids),
-                completion_tokens=len(tokens),
-                total_tokens=len(result.prompt_ids) + len(tokens),
+                prompt_tokens=len(prompt_ids),
+                completion_tokens=generated,
+                total_tokens=len(prompt_ids) + generated,
             ),
         )
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from specseed.core.errors import EngineError, EngineUnavailable, InputError
 from specseed.engine_adapters.base import EngineSettings
+from specseed.server.limits import ServeLimits
 
 
 @dataclass(frozen=True)
@@ -23,8 +25,10 @@ class ServeOptions:
     port: int = 8000
     model_name: str = "specseed-reference"
     api_key: str | None = None
-    batch_window_s: float = 0.02
+    batch_window_s: float = 0.05
     """How long an idle engine waits for more arrivals before its first step."""
+    limits: ServeLimits = field(default_factory=ServeLimits)
+    """Connections, queue, request deadline, shutdown grace (``server/limits.py``)."""
 
 
 HTTP_MODULES = ("fastapi", "uvicorn")
@@ -71,18 +75,14 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(
-    settings: EngineSettings,
-    options: ServeOptions,
-    *,
-    on_listening: Callable[[str], None] = lambda _url: None,
-) -> None:
-    """Serve until interrupted. Raises ``EngineError`` if the engine cannot load."""
-    import uvicorn
-
+def prepare(settings: EngineSettings, options: ServeOptions) -> tuple[Any, socket.socket, str]:
+    """The server ``serve`` runs, its bound socket and its URL: the engine loaded, the app
+    and uvicorn configured with ``options.limits``. Raises ``EngineError`` if the engine
+    cannot load, ``InputError`` if the address cannot be bound."""
     from specseed.engine_adapters.reference.adapter import ReferenceEngine
     from specseed.engine_adapters.reference.live import LiveEngine
-    from specseed.server.app import create_app
+    from specseed.server.app import RETRY_AFTER_S, create_app
+    from specseed.server.transport import GracefulServer, uvicorn_config
 
     if settings.name != "reference":
         raise EngineError(
@@ -91,18 +91,27 @@ def serve(
         )
     engine = ReferenceEngine(settings)
     live = LiveEngine(engine, settings, batch_window_s=options.batch_window_s)
-    app = create_app(live, model_name=options.model_name, api_key=options.api_key)
+    limits = options.limits
+    app = create_app(
+        live, model_name=options.model_name, api_key=options.api_key, max_queued=limits.max_queued
+    )
     sock = bind(options.host, options.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        # In-flight requests finish within a step or two; do not hang on a stuck client.
-        timeout_graceful_shutdown=3,
-    )
-    server = uvicorn.Server(config)
-    on_listening(f"http://{shown}:{port}")
+    server = GracefulServer(uvicorn_config(app, limits, RETRY_AFTER_S), live)
+    return server, sock, f"http://{shown}:{port}"
+
+
+def serve(
+    settings: EngineSettings,
+    options: ServeOptions,
+    *,
+    on_listening: Callable[[str], None] = lambda _url: None,
+) -> None:
+    """Serve until interrupted (SIGTERM, Ctrl+C: every request in flight is answered
+    first). Raises ``EngineError`` if the engine cannot load."""
+    server, sock, url = prepare(settings, options)
+    on_listening(url)
     try:
         server.run(sockets=[sock])
     finally:

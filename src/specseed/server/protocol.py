@@ -1,9 +1,11 @@
 """The OpenAI-compatible wire format ``specseed serve`` speaks, as pydantic models.
 
 ``/v1/completions`` takes one prompt (text, or a list of token ids) with ``seed``,
-``temperature``, ``top_k``, ``top_p`` and ``max_tokens``, and returns token ids in both
-dialects real servers use (``logprobs``, ``stop`` and a list of prompts are refused with a 400
-that says so, never ignored):
+``temperature``, ``top_k``, ``top_p``, ``max_tokens`` and the other sampling knobs in OpenAI's
+names (``logit_bias``, ``presence_penalty``, ``frequency_penalty``, ``stop``, ``logprobs``,
+``n``) and vLLM's (``min_p``, ``repetition_penalty``, ``stop_token_ids``, ``ignore_eos``,
+``return_tokens_as_token_ids``), within the limits scenarios take; it returns token ids in
+both dialects real servers use (a list of prompts is refused with a 400 that says so):
 
 - vLLM and SGLang: ``return_token_ids: true`` adds ``choices[].token_ids`` (and
   ``choices[].prompt_token_ids``);
@@ -24,7 +26,21 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from specseed.scenarios.schema import MIN_TEMPERATURE, MIN_TOP_P, TOKEN_ID_MAX
+from specseed.core.text import for_json
+from specseed.scenarios.schema import (
+    KNOB_HELP,
+    MAX_LOGIT_BIAS,
+    MAX_LOGPROBS,
+    MAX_N,
+    MAX_REPETITION_PENALTY,
+    MAX_STOP_LENGTH,
+    MAX_STOP_STRINGS,
+    MAX_STOP_TOKEN_IDS,
+    MIN_REPETITION_PENALTY,
+    MIN_TEMPERATURE,
+    MIN_TOP_P,
+    TOKEN_ID_MAX,
+)
 
 INT64_MIN = -(1 << 63)
 UINT64_MAX = (1 << 64) - 1
@@ -73,7 +89,33 @@ class CompletionRequest(BaseModel):
         "is a 400, never clamped.",
     )
     max_tokens: int = Field(16, ge=1, le=MAX_TOKENS_LIMIT)
-    n: int = Field(1, ge=1, le=1, description="Only 1 is served.")
+    n: int = Field(1, ge=1, le=MAX_N, description=KNOB_HELP["n"])
+    min_p: float | None = Field(None, ge=0.0, le=1.0, description=KNOB_HELP["min_p"])
+    logit_bias: dict[str, float] | None = Field(
+        None, max_length=MAX_LOGIT_BIAS, description=KNOB_HELP["logit_bias"]
+    )
+    presence_penalty: float | None = Field(
+        None, ge=-2.0, le=2.0, description=KNOB_HELP["presence_penalty"]
+    )
+    frequency_penalty: float | None = Field(
+        None, ge=-2.0, le=2.0, description=KNOB_HELP["frequency_penalty"]
+    )
+    repetition_penalty: float | None = Field(
+        None,
+        ge=MIN_REPETITION_PENALTY,
+        le=MAX_REPETITION_PENALTY,
+        description=KNOB_HELP["repetition_penalty"],
+    )
+    stop_token_ids: list[int] | None = Field(
+        None, max_length=MAX_STOP_TOKEN_IDS, description=KNOB_HELP["stop_token_ids"]
+    )
+    stop: str | list[str] | None = Field(None, description=KNOB_HELP["stop"])
+    ignore_eos: bool | None = Field(None, description=KNOB_HELP["ignore_eos"])
+    logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS, description=KNOB_HELP["logprobs"])
+    return_tokens_as_token_ids: bool = Field(
+        False,
+        description="vLLM extension: name tokens in logprobs as `token_id:<id>`, not as text.",
+    )
     stream: bool = Field(False, description="Streaming is not served; must be false.")
     return_token_ids: bool = Field(
         False, description="vLLM/SGLang dialect: add choices[].token_ids and prompt_token_ids."
@@ -81,14 +123,7 @@ class CompletionRequest(BaseModel):
     detokenize: bool = Field(
         True, description="trtllm-serve dialect: false adds choices[].token_ids."
     )
-    logprobs: Any = Field(
-        None, description="Not served: send null or leave it out (a 400 otherwise)."
-    )
-    stop: Any = Field(None, description="Not served: send null or leave it out (a 400 otherwise).")
 
-    # Fields this server does not serve are refused by name rather than ignored: a client
-    # that asked for log-probabilities or stop sequences would read an answer without them
-    # (or with tokens past a stop) as if they had been applied.
     @field_validator("prompt", mode="before")
     @classmethod
     def _one_prompt(cls, value: Any) -> Any:
@@ -99,22 +134,67 @@ class CompletionRequest(BaseModel):
             )
         return value
 
-    @field_validator("logprobs")
+    @field_validator("prompt")
     @classmethod
-    def _no_logprobs(cls, value: Any) -> Any:
-        if value is not None and value is not False:
-            raise ValueError("log-probabilities are not served: send null or leave it out")
-        return None
+    def _encodable(cls, value: Any) -> Any:
+        # JSON may carry "\ud800", which UTF-8 (the engine's byte encoding) cannot encode.
+        if isinstance(value, str) and any("\ud800" <= c <= "\udfff" for c in value):
+            raise ValueError("the text holds a lone surrogate (\\ud800-\\udfff), not UTF-8 text")
+        return value
 
     @field_validator("stop")
     @classmethod
-    def _no_stop(cls, value: Any) -> Any:
-        if value not in (None, [], ""):
-            raise ValueError(
-                "stop sequences are not served (every request runs to max_tokens): send null "
-                "or leave it out"
-            )
-        return None
+    def _stop_strings(cls, value: str | list[str] | None) -> list[str] | None:
+        if value is None or value == "" or value == []:
+            return None
+        strings = [value] if isinstance(value, str) else value
+        if len(strings) > MAX_STOP_STRINGS:
+            raise ValueError(f"at most {MAX_STOP_STRINGS} stop strings")
+        if any(not 1 <= len(text) <= MAX_STOP_LENGTH for text in strings):
+            raise ValueError(f"a stop string is 1 to {MAX_STOP_LENGTH} characters")
+        return strings
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _bias_by_token_id(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        for key, bias in (value or {}).items():
+            if not (key.isascii() and key.isdigit() and len(key) <= 10) or int(key) > TOKEN_ID_MAX:
+                raise ValueError(f"keys are token ids; {key[:20]!r} is not one")
+            if not -100.0 <= bias <= 100.0:
+                raise ValueError(f"token {key}: a bias is from -100 to 100, not {bias}")
+        return value
+
+    @field_validator("stop_token_ids")
+    @classmethod
+    def _token_ids(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and any(not 0 <= t <= TOKEN_ID_MAX for t in value):
+            raise ValueError(f"token ids are from 0 to {TOKEN_ID_MAX}")
+        return value
+
+    @field_validator("min_p")
+    @classmethod
+    def _min_p_samples(cls, value: float | None) -> float | None:
+        if value is not None and 0.0 < value < MIN_TOP_P:
+            raise ValueError(f"must be 0 or at least {MIN_TOP_P:.3g}, the smallest normal float32")
+        return value
+
+    def knobs(self) -> dict[str, Any]:
+        """The knobs this request sets, as a ``RequestPlan`` holds them (None: unset)."""
+        bias = self.logit_bias
+        return {
+            "min_p": self.min_p,
+            "logit_bias": None
+            if bias is None
+            else tuple(sorted((int(k), float(v)) for k, v in bias.items())),
+            "presence_penalty": self.presence_penalty,
+            "frequency_penalty": self.frequency_penalty,
+            "repetition_penalty": self.repetition_penalty,
+            "stop_token_ids": None if self.stop_token_ids is None else tuple(self.stop_token_ids),
+            "stop": None if not self.stop else tuple(self.stop),
+            "ignore_eos": self.ignore_eos,
+            "logprobs": self.logprobs,
+            "n": self.n if self.n > 1 else None,
+        }
 
     @field_validator("temperature")
     @classmethod
@@ -137,13 +217,22 @@ class CompletionRequest(BaseModel):
         return value
 
 
+class CompletionLogprobs(BaseModel):
+    """``choices[].logprobs`` as the OpenAI completions API writes it."""
+
+    tokens: list[str]
+    token_logprobs: list[float]
+    top_logprobs: list[dict[str, float]]
+    text_offset: list[int]
+
+
 class CompletionChoice(BaseModel):
     index: int = 0
     text: str
     token_ids: list[int] | None = None
     prompt_token_ids: list[int] | None = None
     finish_reason: Literal["length", "stop"] = "length"
-    logprobs: None = None
+    logprobs: CompletionLogprobs | None = None
 
 
 class Usage(BaseModel):
@@ -173,8 +262,9 @@ class ModelList(BaseModel):
 
 
 def error_body(message: str, kind: str, code: int) -> dict[str, Any]:
-    """The OpenAI error envelope."""
-    return {"error": {"message": message, "type": kind, "code": code}}
+    """The OpenAI error envelope; a message quoting the client's text holds no lone surrogate
+    (the JSON response is UTF-8)."""
+    return {"error": {"message": for_json(message), "type": kind, "code": code}}
 
 
 def decode_text(token_ids: list[int]) -> str:

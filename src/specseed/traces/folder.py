@@ -6,6 +6,10 @@ Two audits sharing a folder would interleave or overwrite each other's JSONL lin
 exclusive lock on ``DIR/.specseed.lock`` for as long as it runs, and a second one is refused
 before it runs anything (``TraceDirBusy``, exit 2). The lock is an ``flock``: the kernel drops
 it when the process ends, however it ends, so a killed audit never leaves the folder locked.
+
+The lock file is the folder's like every other file in it: opened without following a symlink,
+and refused when it is a symlink, a FIFO or a file with other hard links (its text, the
+holder's pid, would be written into a file outside the folder).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from specseed.core.errors import InputError, TraceDirBusy
+from specseed.core.files import NotOwned, create_inside, read_inside
 from specseed.traces.records import TraceWriter
 
 LOCK_NAME = ".specseed.lock"
@@ -46,18 +51,24 @@ class TraceDir:
         """Take the folder for this audit; ``TraceDirBusy`` if another audit holds it."""
         try:
             self.root.mkdir(exist_ok=True)  # its parent must exist: a typo is not created
-            handle = (self.root / LOCK_NAME).open("a+", encoding="utf-8")
+            fd = create_inside(self.root, LOCK_NAME, append=True, replace=False)
+            handle = os.fdopen(fd, "a", encoding="utf-8")
+        except NotOwned as exc:
+            raise InputError(
+                f"cannot use {self.root} as the {self._what}: {exc.filename} is {exc.strerror}",
+                hint=f"remove {exc.filename}, or give a new or empty directory",
+            ) from None
         except OSError as exc:
             raise InputError(
-                f"cannot use {self.root} as the trace folder: {exc.strerror or exc}"
+                f"cannot use {self.root} as the {self._what}: {exc.strerror or exc}"
             ) from None
         if fcntl is not None:
             try:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
-                handle.seek(0)
-                holder = handle.read().strip() or "unknown"
                 handle.close()
+                text = read_inside(self.root, LOCK_NAME, 64) or b""
+                holder = text.decode("ascii", "replace").strip() or "unknown"
                 raise TraceDirBusy(
                     f"the trace folder {self.root} is in use by another audit (pid {holder})",
                     hint=f"give each audit its own {self.flag}, or wait for the other to end",
@@ -69,6 +80,10 @@ class TraceDir:
             handle.flush()
         self._lock = handle
 
+    @property
+    def _what(self) -> str:
+        return "bundle folder" if self.flag == "--bundle" else "trace folder"
+
     def release(self) -> None:
         if self._lock is not None:
             handle, self._lock = self._lock, None
@@ -78,4 +93,4 @@ class TraceDir:
         return self.root / scenario / f"{run}.jsonl"
 
     def writer(self, scenario: str, run: str) -> TraceWriter:
-        return TraceWriter(self.path(scenario, run))
+        return TraceWriter(self.path(scenario, run), inside=self.root)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import IO, Any, Literal, TypeVar
@@ -29,11 +29,13 @@ from specseed.core.secrets import scrub_text
 
 T = TypeVar("T")
 
-TRACE_SCHEMA_VERSION = "1.2"
+TRACE_SCHEMA_VERSION = "1.3"
 """1.1 added ``observability``, ``fresh_engine``, ``warmup_batches``, ``warmup_batch`` and
 ``not_served``; 1.0 traces (written by the reference engine only) read with the reference
 engine's values. 1.2 added the failure's ``traceback`` (1.0 and 1.1 traces read with it
-empty)."""
+empty). 1.3 added the requests' sampling knobs (``REQUEST_KNOBS``, written only where set)
+and ``parent``, and the end's ``finish_reasons``, ``logprobs`` and ``refused``: older traces
+read with no knob set and nothing reported (checks that need them skip)."""
 
 Phase = Literal["warmup", "prior", "scenario"]
 """Which traffic a row belongs to: engine warmup, prior traffic (uptime), or the scenario."""
@@ -187,6 +189,35 @@ class StepRecord:
 REQUEST_SAMPLING = ("seed", "temperature", "top_k", "top_p", "max_tokens")
 """How a request samples: the fields a scenario's request, the plan's request and the trace's
 request all hold, under these names (each step of the chain copies them by name)."""
+REQUEST_KNOBS = (
+    "min_p",
+    "logit_bias",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "stop_token_ids",
+    "stop",
+    "ignore_eos",
+    "logprobs",
+    "n",
+)
+"""The other sampling knobs (OpenAI / vLLM names), copied by name like ``REQUEST_SAMPLING``:
+None = unset, the engine's default (an adapter does not send it)."""
+
+CHILD_SEPARATOR = "#"
+"""Child i > 0 of a request with ``n`` > 1 is the request ``<request>#i`` (scenario names
+cannot hold ``#``)."""
+
+
+def child_id(request_id: str, index: int) -> str:
+    """The id of a request's child ``index`` (0 is the request itself)."""
+    return request_id if index == 0 else f"{request_id}{CHILD_SEPARATOR}{index}"
+
+
+def child_seed(seed: int | None, index: int) -> int | None:
+    """The seed child ``index`` of a seeded request samples under: seed + index (vLLM's
+    parallel sampling, ``ParentRequest``); unseeded children stay unseeded."""
+    return None if seed is None else (seed + index) & ((1 << 64) - 1)
 
 
 @dataclass(frozen=True)
@@ -207,6 +238,43 @@ class RequestInfo:
     arrival_step: int
     warmup_batch: int | None = None
     """For warmup requests: which warmup batch (0-based) they belong to; else None."""
+    min_p: float | None = None
+    logit_bias: tuple[tuple[int, float], ...] | None = None
+    """(token id, bias) pairs, sorted by token id."""
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
+    stop_token_ids: tuple[int, ...] | None = None
+    stop: tuple[str, ...] | None = None
+    ignore_eos: bool | None = None
+    logprobs: int | None = None
+    n: int | None = None
+    """Children the request asked for; child i > 0 is listed as its own request
+    (``child_id``) with ``parent`` set and ``n`` None."""
+    parent: str | None = None
+    """For child i > 0 of a request with ``n`` > 1: the request's id (its seed is
+    ``child_seed``)."""
+
+    def knobs(self) -> dict[str, Any]:
+        """The knobs this request set (``REQUEST_KNOBS`` that are not None)."""
+        return {k: getattr(self, k) for k in REQUEST_KNOBS if getattr(self, k) is not None}
+
+
+FinishReason = Literal["stop", "length"]
+"""Why a request ended: ``stop`` (an end-of-sequence token, a stop token or string) or
+``length`` (``max_tokens``)."""
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """The log-probabilities an engine reported for one emitted token."""
+
+    __pydantic_config__ = _STRICT
+
+    logprob: float
+    """The chosen token's (natural log)."""
+    top: tuple[tuple[int, float], ...] = ()
+    """The top-n tokens with theirs, most probable first (``logprobs: n``)."""
 
 
 @dataclass(frozen=True)
@@ -275,6 +343,14 @@ class EngineFailure:
     traceback: str = ""
     """The full stack trace as Python prints it ("" where not recorded: traces before 1.2)."""
 
+    @property
+    def where(self) -> str:
+        """When it happened, as a message says it: "at step 3 (decode, batch of 4)", or
+        "before the first step (prefill)" (step -1; a batch of 0 rows is not known)."""
+        batch = f", batch of {self.batch_size}" if self.batch_size > 0 else ""
+        at = f"at step {self.step}" if self.step >= 0 else "before the first step"
+        return f"{at} ({self.phase}{batch})"
+
 
 @dataclass(frozen=True)
 class RunEnd:
@@ -286,6 +362,14 @@ class RunEnd:
     """Generated tokens per scenario request id (prior and warmup traffic excluded)."""
     failure: EngineFailure | None = None
     seconds: float = 0.0
+    finish_reasons: dict[str, FinishReason] = field(default_factory=dict)
+    """Why each scenario request ended, where the engine said (empty before 1.3)."""
+    logprobs: dict[str, tuple[TokenLogprob, ...]] = field(default_factory=dict)
+    """Per scenario request that asked for ``logprobs``: what the engine reported for each
+    emitted token, in order (absent where it reported none)."""
+    refused: str | None = None
+    """The engine refused a knob the run's requests set, in its own words: the run has no
+    outputs and every check that reads it skips quoting this."""
 
 
 @dataclass(frozen=True)
@@ -303,6 +387,16 @@ class RunTrace:
     @property
     def failed(self) -> bool:
         return self.end.failure is not None
+
+    @property
+    def unserved(self) -> str | None:
+        """Why the run was not served (None: it was): the engine could not take its settings,
+        or refused a knob its requests set (in the engine's words)."""
+        if self.header.not_served is not None:
+            return self.header.not_served
+        if self.end.refused is not None:
+            return f"the engine refused a sampling knob: {self.end.refused}"
+        return None
 
     @cached_property
     def _rows_by_request(self) -> dict[str, list[tuple[StepRecord, RowRecord]]]:
@@ -361,6 +455,18 @@ def _record_line(kind: str, record: Any) -> str:
         for row in payload["rows"]:
             if row.get("applied", 0) is None:
                 del row["applied"]
+    elif kind == "header":
+        # Unset knobs are left out: a trace without knobs reads as it did before 1.3.
+        for request in payload["requests"]:
+            for name in (*REQUEST_KNOBS, "parent"):
+                if request.get(name, 0) is None:
+                    del request[name]
+    else:
+        for name in ("finish_reasons", "logprobs"):
+            if not payload.get(name, True):
+                del payload[name]
+        if payload.get("refused", 0) is None:
+            del payload["refused"]
     payload["record"] = kind
     return json.dumps(payload, separators=(",", ":"), sort_keys=False)
 
@@ -392,17 +498,28 @@ class TraceWriter:
 
     The file is created with its first record, so a run that never starts leaves no empty
     file. Any ``OSError`` (disk full, a file where the folder should be) becomes a
-    ``TraceWriteError`` naming the file.
+    ``TraceWriteError`` naming the file. ``inside``: the folder specseed owns that ``path``
+    lies in (a bundle): the file is then created anew there, never through a symlink
+    (``core.files.create_inside``).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, inside: Path | None = None) -> None:
         self.path = path
+        self.inside = inside
         self._file: IO[str] | None = None
         self._closed = False
 
+    def _open(self) -> IO[str]:
+        if self.inside is not None:
+            from specseed.core.files import create_inside
+
+            relative = self.path.relative_to(self.inside).parts
+            return open(create_inside(self.inside, relative), "w", encoding="utf-8")
+        return self.path.open("w", encoding="utf-8")
+
     def _write(self, line: str) -> None:
         assert not self._closed, "trace writer already closed"
-        if self._file is None:
+        if self._file is None and self.inside is None:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -413,7 +530,7 @@ class TraceWriter:
                 ) from exc
         try:
             if self._file is None:
-                self._file = self.path.open("w", encoding="utf-8")
+                self._file = self._open()
             # Secrets out at the point the text leaves the process (an engine's error text
             # may echo a key).
             self._file.write(scrub_text(line, by_name=False) + "\n")
@@ -560,6 +677,8 @@ class TraceRecorder:
         self._end: RunEnd | None = None
         self.position: tuple[int, Phase, int] = (-1, "warmup", 0)
         """(step, phase, batch size) the engine is at, as last reported by the adapter."""
+        self.finish_reasons: dict[str, FinishReason] = {}
+        self.logprobs: dict[str, tuple[TokenLogprob, ...]] = {}
 
     @property
     def steps(self) -> tuple[StepRecord, ...]:
@@ -614,9 +733,29 @@ class TraceRecorder:
         if self._to_file(lambda w: w.step(step)):
             self.written_steps += 1
 
+    def finish(
+        self,
+        request_id: str,
+        reason: FinishReason | None,
+        logprobs: tuple[TokenLogprob, ...] | None = None,
+    ) -> None:
+        """Note how a scenario request ended and the log-probabilities the engine reported
+        for its tokens (None: not reported); the end record carries them."""
+        if reason is not None:
+            self.finish_reasons[request_id] = reason
+        if logprobs is not None:
+            self.logprobs[request_id] = logprobs
+
     def end(self, end: RunEnd) -> RunTrace:
         if self._header is None:
             raise RuntimeError("a run ended before its header was recorded")
+        if not end.finish_reasons and not end.logprobs and end.refused is None:
+            outputs = end.outputs
+            end = replace(
+                end,
+                finish_reasons={k: v for k, v in self.finish_reasons.items() if k in outputs},
+                logprobs={k: v for k, v in self.logprobs.items() if k in outputs},
+            )
         self._end = end
         self._to_file(lambda w: w.end(end))
         return self.trace

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specseed.core.errors import InputError
+from specseed.core.wording import did_you_mean
 from specseed.run.results import (
     AuditFinished,
     AuditInterruptedEvent,
@@ -64,15 +65,55 @@ def selected_scenarios(resolved: ResolvedAudit, outputs: AuditOutputs) -> list[P
         known = {p.scenario.name for p in planned}
         unknown = [name for name in wanted if name not in known]
         if unknown:
-            raise InputError(
-                f"--scenario {', '.join(unknown)}: not among this audit's scenarios",
-                hint=f"available: {', '.join(sorted(known))}",
-            )
+            raise unknown_scenarios(unknown, resolved, "--scenario")
         planned = [p for p in planned if p.scenario.name in wanted]
     check_scope(resolved.config.checks.skip, [p.scenario for p in planned], resolved.source)
     if outputs.shard is not None:
         planned = shard(planned, *outputs.shard)
     return planned
+
+
+def unknown_scenarios(unknown: Sequence[str], resolved: ResolvedAudit, option: str) -> InputError:
+    """The error for scenario names an audit does not run: a built-in scenario the audit
+    leaves out (and how to add it), or a name found nowhere (did you mean)."""
+    from specseed.scenarios.loader import BUILTIN, library_names
+
+    listed = [p.scenario.name for p in resolved.planned]
+    library = library_names()
+    builtin = [name for name in unknown if name in library]
+    named = ", ".join(builtin)
+    it = "it" if len(builtin) == 1 else "them"
+    scenarios = resolved.config.scenarios
+    with_them = ", ".join(dict.fromkeys([*scenarios, *builtin]))
+    if builtin and resolved.model_yaml is None and scenarios == [BUILTIN]:
+        # The default audit: "builtin" leaves out the long scenarios.
+        first = builtin[0]
+        return InputError(
+            f"{option} {named}: the default audit leaves {it} out (long built-in scenarios "
+            "run only when named)",
+            # The command on a line of its own, indented: the terminal never breaks it.
+            hint=f"name {it} in a model.yaml (scenarios: [{with_them}]), or audit {first} "
+            f"alone:\n  specseed scenarios show {first} > {first}.yaml && specseed audit "
+            f"{first}.yaml",
+        )
+    if builtin:
+        where = resolved.source if resolved.model_yaml is not None else "the audit's config"
+        these = "this built-in scenario" if len(builtin) == 1 else "these built-in scenarios"
+        left_out = " (builtin leaves out the long ones)" if BUILTIN in scenarios else ""
+        return InputError(
+            f"{option} {named}: {where} does not list {these}{left_out}",
+            hint=f"add {it} to its scenarios: [{with_them}]",
+        )
+    runs = (
+        "this audit runs every scenario of the default audit"
+        if scenarios == [BUILTIN]
+        else f"this audit runs {', '.join(listed)}"
+    )
+    fix = did_you_mean(unknown[0], [*listed, *library], runs)
+    return InputError(
+        f"{option} {', '.join(unknown)}: no such scenario in this audit or the built-in library",
+        hint=f"{fix} (specseed scenarios list shows the library)",
+    )
 
 
 class Audit(Workflow):
@@ -129,11 +170,17 @@ class Audit(Workflow):
             return AuditOutcome(None, self.skip_shard())
         resolved = self.resolved
         scenarios = [(p.loaded, [plan.run for plan in p.plans]) for p in planned]
-        with self.bundle(resolved.config, scenarios, resolved.base_dir, resolved.engine) as bundle:
-            documents = self.documents()
-            guard = self.guard(interrupts)
-            with guard:
+        guard = self.guard(interrupts)
+        with guard:
+            # A signal while the bundle is created is held until it stands whole, then
+            # ends the audit with the bundle saying so (never a half-made bundle).
+            guard.defer()
+            with self.bundle(
+                resolved.config, scenarios, resolved.base_dir, resolved.engine
+            ) as bundle:
+                documents = self.documents()
                 try:
+                    guard.resume()
                     with (
                         console if console is not None else nullcontext(),
                         self._session(planned, guard) as session,
@@ -145,7 +192,8 @@ class Audit(Workflow):
                     code = EXIT_SIGNAL[name]
                     names = tuple(p.scenario.name for p in planned)
                     self.emit(AuditInterruptedEvent(name, 0, names, reported=False))
-                    self.emit(AuditFinished(None, code, self.outputs.bundle))
+                    self.bundle_interrupted(resolved.config, name, names, code)
+                    self.emit(AuditFinished(None, code, self.outputs.bundle, self.temporary_log()))
                     return AuditOutcome(None, code)
                 guard.defer()
                 if result.interrupted:
@@ -155,10 +203,10 @@ class Audit(Workflow):
                     )
                 code = self.write_documents(result, documents)
                 if console is not None:
-                    self.flush_terminal(lambda: console.finish(result, code))
+                    code = self.flush_terminal(lambda: console.finish(result, code), code)
                 if guard.received and not result.interrupted:  # came while reports were written
                     code = EXIT_SIGNAL[guard.received]
-                self.emit(AuditFinished(result, code, self.outputs.bundle))
+                self.emit(AuditFinished(result, code, self.outputs.bundle, self.temporary_log()))
         return AuditOutcome(result, code)
 
     def _jobs(self, planned: Sequence[PlannedScenario]) -> int:
@@ -199,4 +247,5 @@ __all__ = [
     "InterruptGuard",
     "exit_code",
     "selected_scenarios",
+    "unknown_scenarios",
 ]

@@ -7,13 +7,16 @@ from what the user asked for (``AuditOutputs``) and an optional ``on_event``, an
 it emits goes through :meth:`Workflow.emit`, to its reporters first (the terminal, the
 bundle), then to ``on_event``. Its engine is an ``EngineSession`` (``session.py``) that the
 workflow opens with :meth:`Workflow.session`, so the engine's log lands in the bundle's
-``engine.log`` (or ``--engine-log``) and specseed's own output stays on the terminal.
+``engine.log`` (or ``--engine-log``, or a temporary file named at the end) and specseed's own
+output stays on the terminal.
 """
 
 from __future__ import annotations
 
 import errno
+import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,20 +33,14 @@ from specseed.run.results import (
     OutputFailed,
 )
 from specseed.workflows.engine_log import ENGINE_LOG
-from specseed.workflows.exit_codes import (
-    EXIT_NOTHING_CHECKED,
-    EXIT_OK,
-    EXIT_OUTPUT,
-    EXIT_SIGNAL,
-    EXIT_VIOLATION,
-)
+from specseed.workflows.exit_codes import EXIT_OK, decide
 from specseed.workflows.outputs import (
     AuditOutputs,
     StdoutConsole,
     check_bundle_folder,
     check_output_paths,
     check_writable,
-    silence_stdout,
+    flush_terminal,
     write_document,
 )
 from specseed.workflows.session import EngineSession, InterruptGuard, NoGuard
@@ -65,18 +62,15 @@ written (``cli.interrupts.InterruptGuard``)."""
 
 def exit_code(result: AuditResult, output_problems: int = 0) -> int:
     """Interrupted beats violation beats unwritten outputs or missing evidence (5) beats
-    nothing checked (4); otherwise 0 (docs/exit-codes.md)."""
-    if result.interrupted:
-        return EXIT_SIGNAL.get(result.interrupted, EXIT_SIGNAL["SIGINT"])
-    if result.verdict == "fail":
-        return EXIT_VIOLATION
-    if output_problems or result.missing_evidence:
-        return EXIT_OUTPUT
+    nothing checked (4); otherwise 0 (``exit_codes.decide``, docs/exit-codes.md)."""
     from specseed.plan.scope import checked_nothing
 
-    if checked_nothing(result.findings):
-        return EXIT_NOTHING_CHECKED
-    return EXIT_OK
+    return decide(
+        interrupted=result.interrupted,
+        violation=result.verdict == "fail",
+        incomplete=bool(output_problems or result.missing_evidence),
+        checked_nothing=checked_nothing(result.findings),
+    )
 
 
 class Workflow:
@@ -90,6 +84,7 @@ class Workflow:
         self._bundle_reporter: list[Reporter] = []
         self._out: Console | None = None
         self._err: Console | None = None
+        self._temporary_log: Path | None = None
 
     # -- before anything runs -------------------------------------------------------------
 
@@ -110,15 +105,17 @@ class Workflow:
         check_output_paths(
             [
                 *((report_option(name), path) for name, path in outputs.reports),
-                ("--engine-log", outputs.engine_log),
+                ("--engine-log", None if str(outputs.engine_log) == "-" else outputs.engine_log),
             ],
             self.inputs(),
+            bundle=outputs.bundle,
+            bundle_flag=outputs.bundle_flag,
         )
         for fmt, (_, path) in zip(formats, outputs.reports, strict=True):
             check_writable(path, fmt.what)
         check_writable(outputs.engine_log, "engine log")
         check_writable(outputs.bundle, "bundle", directory=True)
-        check_bundle_folder(outputs.bundle, force=outputs.force)
+        check_bundle_folder(outputs.bundle, force=outputs.force, flag=outputs.bundle_flag)
 
     def skip_shard(self) -> int:
         """Nothing to run in this shard, and that is no error: said through the events."""
@@ -192,12 +189,39 @@ class Workflow:
         return interrupts() if interrupts is not None else NoGuard()
 
     def engine_log_path(self) -> Path | None:
-        """Where the engine's own log goes: ``--engine-log``, else the bundle's
-        ``engine.log``; None leaves it on the terminal."""
-        if self.outputs.engine_log is not None:
-            return self.outputs.engine_log
+        """Where the engine's own log goes: ``--engine-log`` (``-``: left on the terminal),
+        else the bundle's ``engine.log``, else, with the terminal report, a temporary file
+        (:meth:`temporary_log` names it once the engine is done); None leaves it where it
+        is (a library caller's stderr)."""
+        given = self.outputs.engine_log
+        if given is not None:
+            return None if str(given) == "-" else given
         if self.outputs.bundle is not None:
             return self.outputs.bundle / ENGINE_LOG
+        if not self.outputs.terminal:
+            return None
+        if self._temporary_log is None:
+            try:
+                fd, name = tempfile.mkstemp(prefix="specseed-engine-", suffix=".log")
+            except OSError:  # no writable temporary folder: the log stays on the terminal
+                return None
+            os.close(fd)
+            self._temporary_log = Path(name)
+        return self._temporary_log
+
+    def temporary_log(self) -> Path | None:
+        """The temporary file the engine's log went to, once the engine is done, when the
+        engine wrote anything; an empty one is removed (None)."""
+        path = self._temporary_log
+        if path is None:
+            return None
+        try:
+            if path.stat().st_size > 0:
+                return path
+            path.unlink()
+        except OSError:
+            pass
+        self._temporary_log = None
         return None
 
     def session(
@@ -215,11 +239,28 @@ class Workflow:
             adapter=adapter,
             jobs=jobs,
             log=self.engine_log_path(),
+            log_contained=self.outputs.engine_log is None,
             on_terminal=self._route_terminal,
             guard=guard,
         )
 
     # -- the bundle -----------------------------------------------------------------------
+
+    @staticmethod
+    @contextmanager
+    def folder_lock(root: Path, flag: str = "--bundle") -> Iterator[None]:
+        """The bundle folder ``root`` held by this workflow for the block: every workflow
+        that writes into a bundle (an audit, a replay, ``minimize``, ``report``'s shrinking)
+        takes this lock first, so none removes or rewrites what another is writing
+        (``TraceDirBusy``, exit 2, when another holds it)."""
+        from specseed.traces.folder import TraceDir
+
+        folder = TraceDir(root, flag)
+        folder.lock()
+        try:
+            yield
+        finally:
+            folder.release()
 
     @contextmanager
     def bundle(
@@ -239,13 +280,10 @@ class Workflow:
             return
         from specseed.bundle.format import BundleWriter
         from specseed.reporting.bundle_reporter import BundleReporter
-        from specseed.traces.folder import TraceDir
 
         # The folder's lock before the bundle's first file: a second workflow on the same
         # folder stops here (exit 2) and tramples nothing.
-        folder = TraceDir(root, self.outputs.bundle_flag)
-        folder.lock()
-        try:
+        with self.folder_lock(root, self.outputs.bundle_flag):
             bundle = BundleWriter(root, force=self.outputs.force)
             try:
                 bundle.start(
@@ -258,17 +296,39 @@ class Workflow:
                     raise OutputError(message, hint="free space; nothing ran") from None
                 raise InputError(message, hint="give a new or empty directory") from None
             if bundle.removed:
-                print(
-                    f"--force: removed the earlier bundle in {printable(str(root))}: "
-                    + ", ".join(printable(r) for r in bundle.removed),
-                    file=sys.stderr,
+                note = f"--force: removed the earlier bundle in {printable(str(root))}: " + (
+                    ", ".join(printable(r) for r in bundle.removed)
                 )
+                consoles = self.consoles()
+                if consoles is not None:  # wrapped at the terminal's width, no name split
+                    from specseed.reporting.layout import print_message
+
+                    print_message(consoles[1], note)
+                else:
+                    print(note, file=sys.stderr)
             reporter = BundleReporter(bundle)
             self._reporters.append(reporter)
             self._bundle_reporter = [reporter]
             yield bundle
-        finally:
-            folder.release()
+
+    def bundle_interrupted(
+        self, config: AuditConfig, signal: str, unfinished: Sequence[str], code: int
+    ) -> None:
+        """A signal came before any scenario finished (while the bundle was created or the
+        engine loaded): the bundle's manifest says so (``interrupted by SIGNAL``), never
+        "running", which a reader takes for a crash."""
+        if not self._bundle_reporter:
+            return
+        result = AuditResult(
+            config=config,
+            contract=config.engine.contract,
+            scenarios=(),
+            environment={},
+            seconds=0.0,
+            interrupted=signal,
+            unfinished=tuple(unfinished),
+        )
+        self.write_documents(result, self._bundle_reporter, lambda _result, _problems: code)
 
     # -- the end --------------------------------------------------------------------------
 
@@ -307,14 +367,12 @@ class Workflow:
         return decide(result, problems)
 
     @staticmethod
-    def flush_terminal(render: Callable[[], None]) -> None:
-        """The terminal report, last (a closed stdout must not lose the files): a reader that
-        went away (``| head``) silences the rest."""
-        try:
-            render()
-            sys.stdout.flush()
-        except BrokenPipeError:
-            silence_stdout()
+    def flush_terminal(render: Callable[[], None], code: int) -> int:
+        """The terminal report, last (a closed stdout must not lose the files); returns the
+        exit code. A reader that went away (``| head``) silences the rest and keeps the code;
+        a stdout that cannot take the report (``> /dev/full``) makes a 0 or a 4 exit 5 (an
+        output that could not be written), as a report file would."""
+        return flush_terminal(render, code)
 
 
 __all__ = ["Interrupts", "Workflow", "exit_code"]

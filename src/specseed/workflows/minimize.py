@@ -16,10 +16,11 @@ it writes an issue body.
 
 from __future__ import annotations
 
+import contextlib
 import copy
-import sys
+import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,7 @@ from specseed.run.results import AuditResult
 from specseed.scenarios.loader import LoadedScenario
 from specseed.scenarios.schema import AuditConfig, Scenario
 from specseed.workflows.base import Workflow
+from specseed.workflows.outputs import write_stdout
 from specseed.workflows.session import EngineSession
 
 if TYPE_CHECKING:
@@ -452,7 +454,8 @@ class Minimize(Workflow):
     ``output``: where to write it (``-``: stdout; default: the bundle's
     ``<scenario>/minimal.yaml``, or ``<scenario>.min.yaml`` for a model.yaml).
     ``engine_from_bundle``: consent to run an engine the bundle names. ``terminal``: print
-    each audited candidate and the summary.
+    each audited candidate and the summary. ``engine_log``: where the engine's own log goes
+    (``AuditOutputs.engine_log``).
     """
 
     def __init__(
@@ -466,10 +469,11 @@ class Minimize(Workflow):
         engine_from_bundle: bool = False,
         terminal: bool = False,
         adapter: EngineAdapter | None = None,
+        engine_log: Path | None = None,
     ) -> None:
         from specseed.workflows.outputs import AuditOutputs
 
-        super().__init__(AuditOutputs(terminal=terminal))
+        super().__init__(AuditOutputs(terminal=terminal, engine_log=engine_log))
         self.target = target
         self.scenario = scenario
         self.check = check
@@ -485,9 +489,7 @@ class Minimize(Workflow):
 
     def _write(self, path: Path, text: str) -> None:
         if str(path) == "-":
-            from specseed.core.secrets import scrub_text
-
-            sys.stdout.write(scrub_text(text, by_name=False))  # the file writer scrubs the same
+            write_stdout(text, "minimal scenario")  # OutputError (exit 5) when it cannot
             return
         from specseed.core.files import write_output
 
@@ -498,16 +500,35 @@ class Minimize(Workflow):
         """Choose, shrink, write. ``InputError`` for an unwritable output, an unknown
         scenario or check, a scenario that does not fail, or an engine the bundle names
         without consent."""
+        from specseed.workflows.outputs import check_output_paths, check_writable
+
+        check_writable(self.output, "minimal scenario")
+        target = self.target
+        if not target.is_dir():
+            return self._run(store=False)
+        check_output_paths([("--output", self.output)], (), bundle=target, bundle_flag="BUNDLE")
+        if not os.access(target, os.W_OK):
+            if self.output is None:
+                raise InputError(
+                    f"cannot store the minimal scenario in the bundle {target}: it is read-only",
+                    hint="give --output FILE (or --output - for stdout)",
+                )
+            self._note(f"{escape(str(target))} is read-only: minimal.yaml is not stored in it")
+            return self._run(store=False)
+        with self.folder_lock(target, "BUNDLE"):  # it writes minimal.yaml into the bundle
+            return self._run(store=True)
+
+    def _run(self, *, store: bool) -> MinimizeOutcome:
         from specseed.bundle.format import read_bundle, recorded_scenarios, write_minimal
         from specseed.reporting.causes import root_causes
         from specseed.workflows.consent import engine_consent
-        from specseed.workflows.outputs import check_writable
+        from specseed.workflows.outputs import check_output_paths
 
-        check_writable(self.output, "minimal scenario")
         target, scenario, check_id = self.target, self.scenario, self.check
         is_bundle = target.is_dir()
         wanted = None
         candidates: dict[str, LoadedScenario]
+        inputs: tuple[Path, ...] = ()
         if is_bundle:
             loaded = read_bundle(target)
             engine_consent(loaded, self.engine_from_bundle, "minimize", self._note)
@@ -532,6 +553,7 @@ class Minimize(Workflow):
             resolved = resolve_audit(target)
             config, base_dir, settings = resolved.config, resolved.base_dir, resolved.engine
             candidates = {p.scenario.name: p.loaded for p in resolved.planned}
+            inputs = resolved.inputs
         if scenario is None and len(candidates) == 1:
             # A model.yaml or a bundle of one scenario needs no --scenario.
             scenario = next(iter(candidates))
@@ -546,6 +568,10 @@ class Minimize(Workflow):
                 hint=f"scenarios: {', '.join(candidates)}",
             )
         chosen = candidates[scenario].scenario
+        output = self.output
+        if not is_bundle:  # beside a model.yaml by default; never over an input
+            output = output if output is not None else Path(f"{scenario}.min.yaml")
+            check_output_paths([("--output", output)], inputs)
         goal = target_of(wanted) if wanted is not None else None
         if goal is None and check_id is not None:
             from specseed.checks import CHECKS
@@ -568,20 +594,21 @@ class Minimize(Workflow):
                 on_step=step,
                 session=session,
             )
+        log = self.temporary_log()
+        if log is not None:
+            from specseed.reporting.console import engine_log_note
+
+            self._note(escape(engine_log_note(log)))
         text = result.yaml_text(candidates[scenario].source)
         written: list[Path] = []
-        if self.output is not None:
-            self._write(self.output, text)
-            if str(self.output) != "-":
-                written.append(self.output)
-        if is_bundle:
+        if output is not None:
+            self._write(output, text)
+            if str(output) != "-":
+                written.append(output)
+        if is_bundle and store:
             path = write_minimal(target, scenario, text)
             written.append(path)
             self._note(f"wrote {path} (specseed report {target} uses it)")
-        elif self.output is None:
-            path = Path(f"{scenario}.min.yaml")
-            self._write(path, text)
-            written.append(path)
         consoles = self.consoles()
         if consoles is not None:
             stop = " (stopped on --max-audits)" if result.budget_spent else ""
@@ -600,45 +627,64 @@ def minimize_for_report(
     forced: bool,
     engine_from_bundle: bool,
     say: Callable[[str], None],
-) -> bool:
-    """``specseed report``'s shrinking: the scenario the report leads with, minimized and
-    stored in the bundle when that is worth it and possible here (``forced``: asked for);
-    ``say`` (Rich markup) what happens. True when a minimal scenario was stored."""
-    from specseed.bundle.format import recorded_scenarios, write_minimal
+) -> Bundle:
+    """``specseed report``'s shrinking: the scenario the report leads with, minimized when
+    that is worth it and possible here (``forced``: asked for) and stored in the bundle
+    under its lock; ``say`` (Rich markup) what happens. Returns the bundle with the minimal
+    scenario in it (also when a read-only bundle cannot store it: the report carries it),
+    or ``bundle`` as it was."""
+    from specseed.bundle.format import BundleError, recorded_scenarios, write_minimal
+    from specseed.core.errors import TraceDirBusy
     from specseed.engine_adapters.registry import get_engine
     from specseed.reporting.causes import root_causes
     from specseed.workflows.consent import engine_consent, self_contained
 
     causes = root_causes(findings)
     if not causes:
-        return False
+        return bundle
     lead = causes[0].lead
     item = next((s for s in bundle.scenarios if s.name == lead.scenario), None)
     if item is None or item.minimal is not None:
-        return False
+        return bundle
     engine = bundle.config.engine.name
     if forced:
         engine_consent(bundle, engine_from_bundle, "report --minimize", say)
     # On its own, report minimizes only on the self-contained reference engine: a bundle's
     # server, checkpoint or key variable is used only when the user asks for it.
-    local = self_contained(engine) or engine_from_bundle
+    local = self_contained(bundle.config.engine) or engine_from_bundle
     if not forced and (
         not local or not small_enough(item.scenario) or get_engine(engine).missing_packages()
     ):
         say(
             f"[dim]report: {item.name} not minimized (run specseed minimize "
-            f"{bundle.root} to shrink it)[/]"
+            f"{escape(str(bundle.root))} to shrink it)[/]"
         )
-        return False
+        return bundle
     loaded = next(s for s in recorded_scenarios(bundle) if s.scenario.name == item.name)
-    say(f"[dim]report: minimizing {item.name} on engine {engine}…[/]")
+    writable = os.access(bundle.root, os.W_OK)
     try:
-        result = minimize(bundle.config, item.scenario, bundle.root, target=target_of(lead))
-    except SpecseedError as exc:
+        with Workflow.folder_lock(bundle.root) if writable else contextlib.nullcontext():
+            say(f"[dim]report: minimizing {item.name} on engine {engine}…[/]")
+            result = minimize(bundle.config, item.scenario, bundle.root, target=target_of(lead))
+            text = result.yaml_text(loaded.source)
+            if writable:
+                write_minimal(bundle.root, item.name, text)
+    except TraceDirBusy as exc:  # another workflow writes into the bundle right now
+        if forced:
+            raise
+        say(f"[yellow]report: {item.name} not minimized:[/] {escape(exc.message)}")
+        return bundle
+    except (BundleError, SpecseedError) as exc:
         if forced:
             raise
         say(f"[yellow]report: could not minimize {item.name}:[/] {escape(exc.message)}")
-        return False
-    write_minimal(bundle.root, item.name, result.yaml_text(loaded.source))
-    say(f"[dim]report: stored {item.name}/minimal.yaml ({result.audits} audits)[/]")
-    return True
+        return bundle
+    if writable:
+        say(f"[dim]report: stored {item.name}/minimal.yaml ({result.audits} audits)[/]")
+    else:
+        say(
+            f"[yellow]report: {escape(str(bundle.root))} is read-only: the minimal scenario "
+            f"of {item.name} ({result.audits} audits) is in this report only[/]"
+        )
+    minimal = replace(item, minimal=text)
+    return replace(bundle, scenarios=tuple(minimal if s is item else s for s in bundle.scenarios))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -57,7 +57,9 @@ class AuditOutputs:
     """Replace an earlier bundle in ``bundle`` (its files only); refused without it."""
     engine_log: Path | None = None
     """Where the engine's log (vLLM's logger, stderr of in-process engines) goes during the
-    runs; default: the bundle's ``engine.log`` with ``bundle``, else the terminal."""
+    runs (``Path("-")``: the terminal, live); default: the bundle's ``engine.log`` with
+    ``bundle``, else with ``terminal`` a temporary file, named at the end when the engine
+    wrote to it, else wherever the engine writes (the caller's stderr)."""
     argv: tuple[str, ...] = ("audit",)
     """The command line after ``specseed``, for the reproduce string and the bundle's
     manifest."""
@@ -107,15 +109,31 @@ def _same_file(a: Path, b: Path) -> bool:
     return a.resolve() == b.resolve()
 
 
+def within(path: Path, folder: Path) -> bool:
+    """Whether ``path`` names ``folder`` or something inside it, symlinks resolved (a path
+    that does not exist yet resolves as far as it does)."""
+    try:
+        real, top = Path(os.path.realpath(path)), Path(os.path.realpath(folder))
+    except (OSError, ValueError):
+        return False
+    return real == top or top in real.parents
+
+
 def check_output_paths(
     outputs: Mapping[str, Path | None] | Iterable[tuple[str, Path | None]],
     inputs: Iterable[Path],
+    *,
+    bundle: Path | None = None,
+    bundle_flag: str = "--bundle",
 ) -> None:
-    """Refuse two reports on one path, or a report onto model.yaml or a scenario file.
+    """Refuse two reports on one path, a report onto model.yaml, a scenario file or into a
+    bundle folder this workflow reads, or any output inside the bundle folder it writes
+    (``bundle``: the bundle's own files are its writer's alone).
 
     ``outputs`` maps an option name (``--json``) to its path, or lists (option, path) pairs
     where an option may come twice (``--report``); ``-`` is stdout, which only one report can
-    have.
+    have. ``inputs``: the files and folders (a bundle replayed) the workflow reads; the
+    bundle folder may not overlap a folder read.
     """
     pairs = list(outputs.items() if isinstance(outputs, Mapping) else outputs)
     to_stdout = [option for option, path in pairs if path and str(path) == "-"]
@@ -133,11 +151,29 @@ def check_output_paths(
                     f"{other_option} and {option} both write {path}",
                     hint="give each report its own file",
                 )
+        if bundle is not None and within(path, bundle):
+            raise InputError(
+                f"{option} {path} is inside the bundle folder {bundle}, which holds only "
+                "the bundle's own files",
+                hint="write it outside the bundle folder",
+            )
         for source in inputs:
+            if source.is_dir() and within(path, source):
+                raise InputError(
+                    f"{option} {path} is inside the bundle {source} that this command reads",
+                    hint="write it outside the bundle folder",
+                )
             if _same_file(path, source):
                 raise InputError(
                     f"{option} {path} would overwrite an input of this audit ({source})",
                     hint="write the report to another file",
+                )
+    if bundle is not None:
+        for source in inputs:  # a bundle read (a model.yaml inside it is read once, up front)
+            if source.is_dir() and (within(source, bundle) or within(bundle, source)):
+                raise InputError(
+                    f"{bundle_flag} {bundle} would write over an input of this workflow ({source})",
+                    hint="give the bundle a folder of its own, outside its inputs",
                 )
 
 
@@ -163,20 +199,32 @@ def check_writable(path: Path | None, what: str, *, directory: bool = False) -> 
         raise InputError(f"cannot write the {what} in {folder}: permission denied")
 
 
-def check_bundle_folder(path: Path | None, *, force: bool) -> None:
-    """Refuse, before anything runs, a bundle folder that holds files other than a bundle,
-    or an earlier bundle without ``force``."""
+def check_bundle_folder(path: Path | None, *, force: bool, flag: str = "--bundle") -> None:
+    """Refuse, before anything runs, a bundle folder another workflow is writing (first:
+    no --force helps there), one that holds files other than a bundle, or an earlier bundle
+    without ``force``. ``flag``: the option that named the folder, for the message."""
     if path is None or not path.is_dir():
         return
-    entries = [p for p in path.iterdir() if not p.name.startswith(".")]
+    from specseed.bundle.format import MANIFEST, folder_entries
+
+    entries = folder_entries(path)  # dot-files that are links or devices count
     if not entries:
         return
-    from specseed.bundle.format import MANIFEST
+    from specseed.traces.folder import LOCK_NAME, TraceDir
+
+    lock = path / LOCK_NAME
+    if lock.is_file() and not lock.is_symlink():
+        folder = TraceDir(path, flag)
+        folder.lock()  # TraceDirBusy, naming the other workflow's pid, while it runs
+        folder.release()
 
     manifest = path / MANIFEST
     if manifest.is_symlink() or not manifest.is_file():
+        from specseed.core.text import printable
+
+        held = ", ".join(printable(e) for e in entries[:3]) + (", ..." if len(entries) > 3 else "")
         raise InputError(
-            f"{path} is not empty and holds no specseed bundle; refusing to write into it",
+            f"{path} is not empty and holds no specseed bundle ({held}); refusing to write into it",
             hint="give a new or empty directory",
         )
     if not force:
@@ -191,22 +239,91 @@ def write_document(path: Path, text: str, what: str) -> None:
     from specseed.core.files import write_output
 
     if str(path) == "-":
-        try:
-            sys.stdout.write(scrub_text(text, by_name=False))  # as the file writer does
-            sys.stdout.flush()
-        except BrokenPipeError:
-            silence_stdout()
-            raise OutputError(f"cannot write the {what} to stdout: the reader closed it") from None
+        write_stdout(text, what)
         return
     write_output(path, text, what)
 
 
+_STDOUT_HINT = "free space where stdout goes, or send it elsewhere"
+
+
+def write_stdout(text: str, what: str) -> None:
+    """``text`` to stdout, flushed, secrets removed as the file writer removes them, in any
+    encoding stdout has (what it cannot encode as backslash escapes). ``OutputError``
+    (exit 5) when stdout is closed, full (``> /dev/full``) or its reader went away
+    (``| head``); the rest of stdout then goes nowhere, so nothing fails again at exit."""
+    from specseed.core.text import for_encoding
+
+    stream = sys.stdout
+    if stream is None or getattr(stream, "closed", False):
+        raise OutputError(f"cannot write the {what} to stdout: it is closed", hint=_STDOUT_HINT)
+    text = for_encoding(scrub_text(text, by_name=False), getattr(stream, "encoding", None))
+    try:
+        stream.write(text)
+        stream.flush()
+    except BrokenPipeError:
+        silence_stdout()
+        raise OutputError(f"cannot write the {what} to stdout: the reader closed it") from None
+    except (OSError, ValueError) as exc:  # ValueError: closed while writing
+        silence_stdout()
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise OutputError(f"cannot write the {what} to stdout: {why}", hint=_STDOUT_HINT) from None
+
+
+def flush_terminal(render: Callable[[], None], code: int) -> int:
+    """Print a terminal report with ``render`` and flush stdout; returns the exit code. A
+    reader that went away (``| head``) silences the rest and keeps ``code``; a stdout that
+    cannot take the report (``> /dev/full``) makes a 0 or a 4 exit 5 (an output that could
+    not be written), as a report file would; a violation or a signal still wins. A closed
+    stdout (``>&-``) takes nothing, as ``> /dev/null`` would: the code stands."""
+    from specseed.workflows.exit_codes import EXIT_NOTHING_CHECKED, EXIT_OK, EXIT_OUTPUT
+
+    try:
+        render()
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        silence_stdout()
+    except OSError:
+        silence_stdout()
+        if code in (EXIT_OK, EXIT_NOTHING_CHECKED):
+            return EXIT_OUTPUT
+    return code
+
+
+def stdout_failed(exc: BaseException) -> bool:
+    """Whether ``exc`` (an ``OSError``) came from writing stdout: the innermost frame wrote
+    to it (a Rich console or ``echo`` whose file is stdout), or what stdout holds pending
+    cannot be flushed. Tells a full or closed stdout from a bug elsewhere."""
+    stream = sys.stdout
+    if stream is None:
+        return False
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is not None:
+        for value in tb.tb_frame.f_locals.values():
+            if value is stream or getattr(value, "file", None) is stream:
+                return True
+    try:
+        stream.flush()
+    except (OSError, ValueError):
+        return True
+    return False
+
+
 def silence_stdout() -> None:
-    """After the reader of stdout went away (``| head``): send the rest nowhere, so that the
-    interpreter's final flush does not fail with a traceback."""
+    """After stdout failed (its reader went away, its disk is full): send the rest nowhere,
+    so that the interpreter's final flush does not fail with a traceback."""
+    try:
+        fileno = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # None, closed, or not a file (a test's)
+        return
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
+    try:
+        os.dup2(devnull, fileno)
+    finally:
+        os.close(devnull)
 
 
 class StdoutConsole(SafeConsole):

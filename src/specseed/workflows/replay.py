@@ -5,8 +5,10 @@ model.yaml's) and every request compared with the recording.
 compared); ``Replay`` is ``specseed replay``: a workflow on the shared base, so it locks the
 ``--bundle`` folder it writes, records its bundle as it goes, keeps the engine's log in that
 bundle's ``engine.log``, stops on a signal with the bundle saying so (exit 130/143), and
-decides its exit code: 1 when the replay's audit fails or the replay differs from the
-recording, else 0; its summary line and its bundle's manifest state that code.
+decides its exit code in the audit's order (``exit_codes.decide``): 1 when the replay's
+audit fails or the replay differs from the recording, 5 when evidence could not be
+written, 4 when nothing was checked, else 0; its summary line and its bundle's manifest
+state that code.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from specseed.run.results import (
     EventHandler,
 )
 from specseed.workflows.base import Interrupts, Workflow
-from specseed.workflows.exit_codes import EXIT_OK, EXIT_SIGNAL, EXIT_VIOLATION
+from specseed.workflows.exit_codes import EXIT_NOTHING_CHECKED, EXIT_SIGNAL, decide
 from specseed.workflows.outputs import AuditOutputs
 from specseed.workflows.session import EngineSession
 
@@ -109,14 +111,6 @@ def replay(
     return ReplayResult(audit, diff)
 
 
-def _recorded_code(result: AuditResult, _problems: int = 0) -> int:
-    """The exit code a replay's bundle records: the fresh audit's verdict, or the signal
-    that stopped it."""
-    if result.interrupted:
-        return EXIT_SIGNAL.get(result.interrupted, EXIT_SIGNAL["SIGINT"])
-    return EXIT_VIOLATION if result.verdict == "fail" else EXIT_OK
-
-
 class Replay(Workflow):
     """``specseed replay``: a bundle's scenarios on an engine, against the recording.
 
@@ -145,6 +139,11 @@ class Replay(Workflow):
         self.show_all = show_all
         self.adapter = adapter
 
+    def inputs(self) -> tuple[Path, ...]:
+        """The bundle replayed (a folder: nothing may be written into it) and ``--model``."""
+        model = self.model if isinstance(self.model, Path) else None
+        return (self.path, *((model,) if model is not None else ()))
+
     def _say(self, text: str) -> None:
         consoles = self.consoles()
         if consoles is not None:
@@ -154,8 +153,8 @@ class Replay(Workflow):
         """Replay, record, render; returns the result and the exit code. Raises
         ``InputError`` before anything runs (an unwritable or busy ``--bundle`` folder, not a
         bundle, an engine the bundle names without consent), ``EngineError`` when the engine
-        cannot run, and ``OutputError`` (after the report is printed) when the recorded
-        bundle misses a file."""
+        cannot run. A recorded bundle that misses a file is said after the report and makes
+        the code 5 (1 when something failed)."""
         from specseed.bundle.format import read_bundle, recorded_scenarios
         from specseed.plan.planning import base_settings
         from specseed.workflows.consent import engine_consent
@@ -165,16 +164,19 @@ class Replay(Workflow):
         consoles = self.consoles()
         if consoles is not None:
             for note in loaded.notes:
-                consoles[0].print(f"[yellow]bundle cut short:[/] {_escape(note)}")
+                consoles[0].print(f"[yellow]bundle:[/] {_escape(note)}")
         if self.model is None:
             engine_consent(loaded, self.engine_from_bundle, "replay", self._say)
         scenarios = [(s, [r.name for r in s.scenario.runs]) for s in recorded_scenarios(loaded)]
-        with self.bundle(loaded.config, scenarios, loaded.root) as writer:
-            engine = self._resolved_model()
-            config, base_dir = _engine_of(loaded, engine)
-            guard = self.guard(interrupts)
-            with guard:
+        engine = self._resolved_model()
+        config, base_dir = _engine_of(loaded, engine)
+        # The replay's bundle records the engine that served it, as its traces do.
+        guard = self.guard(interrupts)
+        with guard:
+            guard.defer()  # held while the bundle is created (audit.py says why)
+            with self.bundle(config, scenarios, base_dir) as writer:
                 try:
+                    guard.resume()
                     with self.session(
                         base_settings(config, base_dir), adapter=self.adapter, guard=guard
                     ) as session:
@@ -192,7 +194,8 @@ class Replay(Workflow):
                     code = EXIT_SIGNAL[name]
                     names = tuple(s.name for s in loaded.scenarios)
                     self.emit(AuditInterruptedEvent(name, 0, names, reported=False))
-                    self.emit(AuditFinished(None, code, self.outputs.bundle))
+                    self.bundle_interrupted(config, name, names, code)
+                    self.emit(AuditFinished(None, code, self.outputs.bundle, self.temporary_log()))
                     return ReplayOutcome(None, code)
                 guard.defer()
                 code = self._finish(result, guard.received)
@@ -207,21 +210,22 @@ class Replay(Workflow):
 
     def _finish(self, result: ReplayResult, received: str | None) -> int:
         """The bundle's manifest, then the report and the diff on the terminal; the exit
-        code (``OutputError`` after the report when the bundle misses a file)."""
+        code, which every line printed states (a manifest that could not be written is
+        said on the terminal and makes it 5 unless something failed)."""
         audit = result.audit
         if audit.interrupted:
             finished = len(audit.scenarios)
             self.emit(AuditInterruptedEvent(audit.interrupted, finished, audit.unfinished, True))
-        code = replay_exit_code(result, received)
-        unwritten: OutputError | None = None
+        unwritten: list[OutputError] = []
         for document in self.documents():  # the bundle's manifest (a replay writes no report)
             try:
-                document.finish(audit, code)
-            except OutputError as exc:  # the result is printed first, then exit 5
-                unwritten = exc
+                document.finish(audit, replay_exit_code(result, received, bool(unwritten)))
+            except OutputError as exc:
+                unwritten.append(exc)
+        code = replay_exit_code(result, received, bool(unwritten))
         consoles = self.consoles()
         if consoles is not None:
-            out = consoles[0]
+            out, err = consoles
 
             def render() -> None:
                 from specseed.reporting.console import render_report
@@ -232,26 +236,35 @@ class Replay(Workflow):
                 out.print("[bold]Replay against the recording[/] (A = recording, B = replay):")
                 render_recording_diff(result.diff, out, show_all=self.show_all)
                 out.print()
+                for exc in unwritten:
+                    err.print(f"[bold red]Error:[/] {_escape(exc.message)}")
+                    if exc.hint:
+                        err.print(f"[dim]hint: {_escape(exc.hint)}[/]")
                 out.print(replay_summary(result, code))
 
-            self.flush_terminal(render)
-        self.emit(AuditFinished(audit, code, self.outputs.bundle))
-        if unwritten is not None:
-            raise unwritten
+            code = self.flush_terminal(render, code)
+        self.emit(AuditFinished(audit, code, self.outputs.bundle, self.temporary_log()))
         return code
 
 
-def replay_exit_code(result: ReplayResult, received: str | None = None) -> int:
-    """The exit code of ``specseed replay``, which every line it prints states: the signal
-    that stopped it (130/143), else 1 when the replay's audit fails or the replay differs
-    from the recording, else 0."""
-    if result.audit.interrupted:
-        return _recorded_code(result.audit)
-    if received:  # came while the report was written
-        return EXIT_SIGNAL[received]
-    if result.audit.verdict == "fail" or result.diff.differs:
-        return EXIT_VIOLATION
-    return EXIT_OK
+def replay_exit_code(
+    result: ReplayResult, received: str | None = None, unwritten: bool = False
+) -> int:
+    """The exit code of ``specseed replay``, which every line it prints states, in the
+    audit's order (``exit_codes.decide``): the signal that stopped it (130/143), else 1 when
+    the replay's audit fails or the replay differs from the recording, else 5 when evidence
+    or the bundle's manifest could not be written, else 4 when the replay's audit checked
+    nothing (every finding is skip: half the verdict is missing, whatever the comparison
+    with the recording says), else 0."""
+    from specseed.plan.scope import checked_nothing
+
+    audit = result.audit
+    return decide(
+        interrupted=audit.interrupted or received,
+        violation=audit.verdict == "fail" or result.diff.differs,
+        incomplete=unwritten or bool(audit.missing_evidence),
+        checked_nothing=checked_nothing(audit.findings),
+    )
 
 
 def replay_summary(result: ReplayResult, code: int) -> str:
@@ -259,13 +272,22 @@ def replay_summary(result: ReplayResult, code: int) -> str:
     audit = result.audit
     if audit.interrupted:
         head = f"[bold yellow]INTERRUPTED[/] ({audit.interrupted})"
-    elif code == EXIT_OK:
-        head = "[bold green]PASS[/]"
-    else:
+    elif code == EXIT_NOTHING_CHECKED:
+        head = "[bold yellow]NOTHING CHECKED[/]"
+    elif audit.verdict == "fail" or result.diff.differs:
         head = "[bold red]FAIL[/]"
-    verdict = "fails" if audit.verdict == "fail" else "passes"
+    else:
+        head = "[bold green]PASS[/]"
+    from specseed.plan.scope import checked_nothing
+
+    if audit.verdict == "fail":
+        verdict = "fails"
+    elif checked_nothing(audit.findings):
+        verdict = "checked nothing (every finding is skip)"
+    else:
+        verdict = "passes"
     if result.diff.differs:
-        joined = "and" if audit.verdict == "fail" else "but"
+        joined = "but" if verdict == "passes" else "and"
         same = f"{joined} the replay differs from the recording"
     else:
         same = "and the replay reproduces the recording"

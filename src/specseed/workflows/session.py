@@ -38,11 +38,14 @@ R = TypeVar("R")
 class InterruptGuard(Protocol):
     """What a workflow needs of a signal handler (``cli/interrupts.py`` is one): while the
     engines run, a signal raises ``AuditInterrupted``; after ``defer``, it is only noted in
-    ``received``, so no report is cut short."""
+    ``received``, so no report is cut short; ``resume`` raises one noted meanwhile and lets
+    the next raise."""
 
     received: str | None
 
     def defer(self) -> None: ...
+
+    def resume(self) -> None: ...
 
     def __enter__(self) -> InterruptGuard: ...
 
@@ -55,6 +58,9 @@ class NoGuard:
     received: str | None = None
 
     def defer(self) -> None:
+        pass
+
+    def resume(self) -> None:
         pass
 
     def __enter__(self) -> NoGuard:
@@ -70,7 +76,9 @@ class EngineSession:
     ``settings``: what the engine is built from (``ResolvedAudit.engine``, or
     ``plan.planning.base_settings``). ``adapter``: an engine the caller built, used instead
     (one process only). ``jobs``: worker processes for ``run`` and ``map`` (1: this process).
-    ``log``: where the engine's log goes while the session is open (None: the terminal).
+    ``log``: where the engine's log goes while the session is open (None: the terminal);
+    ``log_contained``: it is a bundle's file, never written through a link
+    (``engine_log.capture_engine_log``).
     ``on_terminal``: told the stream that reaches the terminal while the log is captured,
     and None when the session ends. ``guard``: the active interrupt guard.
     """
@@ -82,6 +90,7 @@ class EngineSession:
         adapter: EngineAdapter | None = None,
         jobs: int = 1,
         log: Path | None = None,
+        log_contained: bool = False,
         on_terminal: Callable[[TextIO | None], None] | None = None,
         guard: InterruptGuard | None = None,
     ) -> None:
@@ -92,6 +101,7 @@ class EngineSession:
         self.settings = settings
         self.jobs = jobs
         self.log = log
+        self.log_contained = log_contained
         self.on_terminal = on_terminal
         self.guard: InterruptGuard = guard if guard is not None else NoGuard()
         self.interrupted: str | None = None
@@ -103,7 +113,9 @@ class EngineSession:
     # -- the lifetime ---------------------------------------------------------------------
 
     def __enter__(self) -> EngineSession:
-        terminal = self._stack.enter_context(capture_engine_log(self.log))
+        terminal = self._stack.enter_context(
+            capture_engine_log(self.log, contained=self.log_contained)
+        )
         if self.on_terminal is not None:
             self.on_terminal(terminal)
             self._stack.callback(self.on_terminal, None)

@@ -187,6 +187,8 @@ def malformed_server(kind: str) -> object:
             return PlainTextResponse("<html>502 from the gateway</html>")
         if kind == "always-500":
             return JSONResponse({"error": {"message": "engine crashed"}}, status_code=500)
+        if kind == "always-400":
+            return JSONResponse({"error": {"message": "bad request"}}, status_code=400)
         raise AssertionError(kind)
 
     routes = [
@@ -196,3 +198,75 @@ def malformed_server(kind: str) -> object:
     if kind != "no-token-ids":  # that one has no schema: the client must probe
         routes.append(Route("/openapi.json", openapi))
     return Starlette(routes=routes)
+
+
+def _openapi_with_token_ids() -> dict[str, object]:
+    body = {"application/json": {"schema": {"properties": {"return_token_ids": {}}}}}
+    return {"paths": {"/v1/completions": {"post": {"requestBody": {"content": body}}}}}
+
+
+@contextmanager
+def dying_server(max_in_flight: int) -> Iterator[str]:
+    """A server that serves completions (token ids a function of prompt, seed and position)
+    until more than ``max_in_flight`` requests are in flight at once: then, like an engine
+    core that crashed on a batch it could not hold taking ``vllm serve`` down with it, it
+    answers those with HTTP 500 and stops listening. Yields its URL."""
+    import asyncio
+
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    state = {"in_flight": 0, "dead": False}
+    server: uvicorn.Server | None = None
+
+    async def models(request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": "dies"}]})
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(_openapi_with_token_ids())
+
+    async def completions(request: Request) -> Response:
+        body = await request.json()
+        state["in_flight"] += 1
+        try:
+            await asyncio.sleep(0.05)  # a burst arrives together
+            if state["in_flight"] > max_in_flight or state["dead"]:
+                state["dead"] = True
+                assert server is not None
+                server.should_exit = True  # the process goes: nothing listens any more
+                return JSONResponse({"error": {"message": "engine core died"}}, status_code=500)
+        finally:
+            state["in_flight"] -= 1
+        prompt = body["prompt"] if isinstance(body["prompt"], list) else [len(body["prompt"])]
+        seed = body.get("seed") or 0
+        ids = [(sum(prompt) + seed + 7 * i) % 500 for i in range(body["max_tokens"])]
+        return JSONResponse(
+            {"choices": [{"index": 0, "token_ids": ids, "finish_reason": "length"}]}
+        )
+
+    app = Starlette(
+        routes=[
+            Route("/v1/models", models),
+            Route("/openapi.json", openapi),
+            Route("/v1/completions", completions, methods=["POST"]),
+        ]
+    )
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="off"))  # type: ignore[arg-type]
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()

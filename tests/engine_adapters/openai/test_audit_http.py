@@ -29,6 +29,7 @@ from specseed.run.results import RunFinished
 from specseed.scenarios.loader import load_audit_config
 from tests.engine_adapters.openai.servers import (
     asgi_server,
+    dying_server,
     malformed_server,
     seed_dropping_proxy,
     specseed_serve,
@@ -139,6 +140,8 @@ DEFECTS = [
     ("row0-seed", "batch-composition", "batch-invariance", None),
     ("neighbor-unseeded", "batch-composition", "batch-invariance", None),
     ("row-subsequence", "batch-position", "position-invariance", None),
+    # Seeds equal in their low 32 bits give one stream: bounded by control pairs, no model.
+    ("seed-high-bits-dropped", "distinct-seeds", "seed-collisions", None),
     (
         "overlap-window-reuse",
         "overlap-scheduler",
@@ -168,6 +171,27 @@ def test_each_token_changing_defect_is_caught_through_http(
     assert [c["label"] for c in report["root_causes"]] == [defect], report["root_causes"]
 
 
+def test_root_causes_over_http_are_the_same_audit_after_audit(tmp_path: Path) -> None:
+    # row0-seed over HTTP once named engine-counter beside it (or instead of it), and which
+    # checks failed changed from audit to audit: the server's batches split and reordered
+    # with the load, and tokens-only rules named one class where the evidence fits several.
+    # The same traffic now makes the same batches, and where tokens cannot tell the classes
+    # apart the rules name each, and the library's control runs tell them apart.
+    scenarios = ["batch-composition", "reproducibility", "uptime", "batch-position"]
+    outcomes = []
+    with servers(tmp_path, {"options": {"defects": ["row0-seed"]}}) as (url, _):
+        model = _model_yaml(tmp_path, url, scenarios)
+        for _ in range(3):
+            code, report, output = _audit(model)
+            assert code == 1, output
+            failing = sorted(
+                (f["scenario"], f["check"]) for f in report["findings"] if f["status"] == "fail"
+            )
+            outcomes.append(([c["label"] for c in report["root_causes"]], failing))
+    assert outcomes[0][0] == ["row0-seed"], outcomes
+    assert outcomes == [outcomes[0]] * 3, outcomes
+
+
 def test_losslessness_without_a_k0_endpoint_is_skip_saying_how_to_add_one(
     tmp_path: Path,
 ) -> None:
@@ -183,9 +207,11 @@ def test_losslessness_without_a_k0_endpoint_is_skip_saying_how_to_add_one(
     )
 
 
-def test_server_killed_mid_audit_gives_findings_not_a_traceback(tmp_path: Path) -> None:
+def test_server_killed_mid_audit_is_one_root_cause_that_blames_no_defect(tmp_path: Path) -> None:
+    from specseed.checks.attribution import root_causes
+
     with specseed_serve() as server:
-        model = _model_yaml(tmp_path, server.url, ["reproducibility", "uptime"])
+        model = _model_yaml(tmp_path, server.url, ["reproducibility", "uptime", "warmup"])
         config = load_audit_config(model)
         planned = plan_audit(config, tmp_path)
 
@@ -198,9 +224,60 @@ def test_server_killed_mid_audit_gives_findings_not_a_traceback(tmp_path: Path) 
     assert time.monotonic() - started < 60
     assert result.verdict == "fail"
     crashed = [f for f in result.findings if f.check == "runs-complete" and f.status == "fail"]
-    assert len(crashed) == 4  # every run after the first
+    assert len(crashed) == 6  # every run after the first
     assert all("ServerUnavailable" in f.message for f in crashed)
     assert any("ConnectError" in f.message or "Connect" in f.message for f in crashed)
+    # One cause, first: the server stopped; everything it left unjudged hangs under it, and
+    # neither a defect class (the warmup run is above max_num_requests) nor specseed's HTTP
+    # client is blamed.
+    [cause] = root_causes(result.findings)
+    assert cause.kind == "server" and cause.defects == ()
+    assert cause.label == (
+        "the server stopped answering at run reproducibility/again, the scenario phase "
+        "(batch of 5); 5 later runs not judged"
+    )
+    failing = [f for f in result.findings if f.status in ("fail", "error")]
+    assert len(cause.findings) == len(failing)
+    assert "client.py" not in cause.label and "warmup-overflow" not in str(cause.to_json())
+
+
+@pytest.mark.parametrize("scenarios", [["warmup", "uptime"], ["warmup"]])
+def test_a_server_that_dies_on_a_burst_above_max_num_requests_is_no_warmup_overflow(
+    tmp_path: Path, scenarios: list[str]
+) -> None:
+    # As a vllm serve whose engine core crashed on its first big batch: the burst gets 500,
+    # then nothing answers. Even when it was the audit's last run, the server is asked once
+    # more and its silence is the cause, not buffers sized max_num_requests.
+    with dying_server(max_in_flight=8) as url:
+        code, report, output = _audit(_model_yaml(tmp_path, url, scenarios))
+    assert code == 1, output
+    causes = report["root_causes"]
+    assert [c["kind"] for c in causes] == ["server"], causes
+    later = "3 later runs not judged" if len(scenarios) > 1 else "no run came after it"
+    assert causes[0]["label"] == (
+        "the server stopped answering at run warmup/warmup-above-max, the warmup phase "
+        f"(batch of 12); {later}"
+    )
+    assert causes[0]["defect"] is None and "warmup-overflow" not in output
+    assert "client.py" not in output and "Traceback" not in output
+    # What it served before it died was judged.
+    assert any(f["status"] == "pass" and f["runs"] == ["no-warmup"] for f in report["findings"])
+
+
+@pytest.mark.parametrize(
+    ("kind", "status"), [("always-400", "HTTP 400"), ("always-500", "HTTP 500")]
+)
+def test_a_server_that_refuses_everything_is_one_cause_not_a_defect_or_a_client_crash(
+    tmp_path: Path, kind: str, status: str
+) -> None:
+    with asgi_server(malformed_server(kind)) as url:
+        code, report, output = _audit(_model_yaml(tmp_path, url, ["uptime", "warmup"]))
+    assert code == 1, output
+    [cause] = report["root_causes"]
+    assert cause["kind"] == "server" and cause["defect"] is None
+    assert cause["label"].startswith("the server served none of the 5 runs: it answered every")
+    assert "warmup-overflow" not in output and "client.py" not in output
+    assert status in json.dumps(report)
 
 
 def test_nothing_listening_is_exit_3(tmp_path: Path) -> None:
@@ -276,9 +353,10 @@ def test_an_audit_sends_exactly_its_planned_requests(tmp_path: Path) -> None:
         elapsed = time.monotonic() - started
         served = httpx.get(f"{server.url}/health").json()["completions"]
     assert code == 0, output
-    # uptime: 3 runs x 3 requests, 5 + 3 prior requests; warmup: 2 runs x 2 requests and one
-    # warmup burst of max_num_requests + 4 = 12. The dialect came from /openapi.json: no probe.
-    assert served == 3 * 3 + 5 + 3 + 2 * 2 + 12
+    # uptime: 3 runs x 3 requests, 5 + 3 prior requests, then request a alone twice, after
+    # 5 prior requests the second time; warmup: 2 runs x 2 requests and one warmup burst of
+    # max_num_requests + 4 = 12. The dialect came from /openapi.json: no probe.
+    assert served == 3 * 3 + 5 + 3 + 2 + 5 + 2 * 2 + 12
     assert elapsed < 60
 
 

@@ -238,3 +238,17 @@ def test_api_key_goes_in_the_authorization_header() -> None:
 
     _run(go())
     assert seen == ["Bearer k3y"]
+
+
+def test_the_failures_root_causes_read_as_the_servers_are_the_clients_typed_errors() -> None:
+    from specseed.engine_adapters.openai import client
+    from specseed.engine_adapters.openai.info import SERVER_FAILURES
+
+    typed = {
+        name
+        for name, value in vars(client).items()
+        if isinstance(value, type)
+        and issubclass(value, client.HttpEngineError)
+        and value is not client.HttpEngineError
+    }
+    assert typed == SERVER_FAILURES

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NoReturn
 
 from specseed.core.errors import EngineError, InputError
@@ -25,6 +25,7 @@ from specseed.core.version import __version__
 from specseed.engine_adapters.base import (
     EngineAdapter,
     EngineSettings,
+    KnobRefused,
     RunPlan,
     RunStart,
     TrafficLimits,
@@ -40,10 +41,10 @@ from specseed.engine_adapters.openai.client import (
     TokenIdDialect,
     detect_dialect,
 )
-from specseed.engine_adapters.openai.info import ENGINE
-from specseed.engine_adapters.openai.options import SERVER_SETTINGS, OpenAIOptions
+from specseed.engine_adapters.openai.info import ENGINE, STOPPED_ANSWERING
+from specseed.engine_adapters.openai.options import SERVER_SETTINGS, OpenAIOptions, check_api_key
 from specseed.engine_adapters.openai.traffic import Replay, RunFailure, TrafficShape, replay_plan
-from specseed.traces.records import TraceRecorder
+from specseed.traces.records import TraceRecorder, child_id
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ def read_api_key(env_name: str | None) -> str | None:
             f"engine.options.api_key_env names {env_name}, which is not set",
             hint=f"export {env_name}=<key> before the audit",
         )
+    check_api_key(key, f"${env_name} (engine.options.api_key_env)")
     return key
 
 
@@ -222,9 +224,30 @@ class HttpAuditor:
                 shape=self.shape,
                 extra=self.extra,
             )
+            if replay.failure is not None:
+                replay.failure = await self._still_there(client, replay.failure)
         if replay.failure is not None and replay.failure.exception == "ServerUnavailable":
             self._gone = replay.failure.message
         return replay
+
+    async def _still_there(self, client: CompletionClient, failure: RunFailure) -> RunFailure:
+        """After a failed run, one quick look (no retries) whether the server still answers:
+        a server that died (an engine core that crashed on a batch takes ``vllm serve`` down
+        with it) is told apart from one that failed this run's requests and lives on."""
+        try:
+            await client.get_json("/v1/models", retries=0)
+        except ServerUnavailable as exc:
+            if "HTTP " in exc.message:  # it answered, with an error
+                return failure
+            note = f"; {STOPPED_ANSWERING} ({exc.message})"
+            error = failure.error
+            if error is not None:
+                error.message += note
+                error.args = (error.message,)
+            return replace(failure, message=failure.message + note, error=error)
+        except HttpEngineError:
+            return failure  # it answered
+        return failure
 
     def describe(self, resolved: ResolvedEndpoint | None, endpoint: Endpoint) -> dict[str, object]:
         """What a trace records about the endpoint of a run (never the API key)."""
@@ -315,8 +338,42 @@ class OpenAIEngine(EngineAdapter):
             _raise(prepared, recorder)
         replay = self.auditor.replay(plan, prepared)
         if replay.failure is not None:
+            refused = _refusal(plan, replay.failure)
+            if refused is not None:
+                raise KnobRefused(refused)
             _raise(replay.failure, recorder)
-        return replay.outputs
+        return _record_choices(plan, replay, recorder)
+
+
+def _refusal(plan: RunPlan, failure: RunFailure) -> str | None:
+    """The server's words, where it refused (400/422) a scenario request that sets knobs: an
+    engine that says it cannot take a knob is honest, and the run is a skip, not a failure."""
+    error = failure.error
+    if failure.phase != "scenario" or not isinstance(error, RequestRejected):
+        return None
+    if error.status not in (400, 422):
+        return None
+    knobs = sorted({k for r in plan.requests for k in r.knobs()})
+    if not knobs:
+        return None
+    return f"the run sends {', '.join(knobs)}; {error.message}"
+
+
+def _record_choices(
+    plan: RunPlan, replay: Replay, recorder: TraceRecorder
+) -> dict[str, tuple[int, ...]]:
+    """Each scenario request's tokens, its children's (``n``), and the finish reasons and
+    log-probabilities the server reported, into the trace."""
+    outputs = dict(replay.outputs)
+    for request in plan.requests:
+        completion = replay.completions.get(request.request_id)
+        if completion is None:
+            continue
+        for index, choice in enumerate(completion.choices):
+            rid = child_id(request.request_id, index)
+            outputs[rid] = choice.token_ids
+            recorder.finish(rid, choice.finish_reason, choice.logprobs)
+    return outputs
 
 
 def _raise(failure: RunFailure, recorder: TraceRecorder) -> NoReturn:

@@ -28,7 +28,7 @@ import json
 import time
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 import httpx
@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from specseed.core.errors import SpecseedError
 from specseed.core.text import printable
 from specseed.core.wording import plural
+from specseed.traces.records import FinishReason, TokenLogprob
 
 TokenIdDialect = Literal["return_token_ids", "detokenize"]
 """How a server is asked for token ids: vLLM/SGLang, or trtllm-serve."""
@@ -198,6 +199,17 @@ TokenId = Annotated[int, Field(strict=True, ge=0, lt=2**31)]
 
 
 @dataclass(frozen=True)
+class Choice:
+    """One choice of a completion (``n`` > 1 asks for several)."""
+
+    token_ids: tuple[int, ...]
+    finish_reason: FinishReason | None
+    logprobs: tuple[TokenLogprob, ...] | None
+    """What the server reported per token, where ``logprobs`` was asked (empty: it reported
+    none)."""
+
+
+@dataclass(frozen=True)
 class Completion:
     """One completion as the server returned it."""
 
@@ -208,6 +220,8 @@ class Completion:
     attempts: int
     """HTTP attempts it took (1 = no retry)."""
     seconds: float
+    choices: tuple[Choice, ...] = ()
+    """Every choice in ``index`` order (the first is ``token_ids``)."""
 
 
 @dataclass(frozen=True)
@@ -220,13 +234,39 @@ class SamplingRequest:
     top_k: int
     top_p: float
     max_tokens: int
+    knobs: Mapping[str, Any] = field(default_factory=dict)
+    """The sampling knobs the request sets (``RequestPlan.knobs()``): each is sent, in the
+    OpenAI field names and vLLM's extensions; unset ones are not."""
+
+    @property
+    def n(self) -> int:
+        return int(self.knobs.get("n") or 1)
+
+
+MAX_TOP_KEY = 64
+"""Longest key of a ``top_logprobs`` entry read (``token_id:2147483647`` is 19 characters)."""
+
+LogprobValue = Annotated[float | None, Field(strict=False)]
+
+
+class _Logprobs(BaseModel):
+    """``choices[].logprobs`` of the OpenAI completions API (the parts read)."""
+
+    model_config = ConfigDict(extra="ignore")
+    tokens: list[str] | None = None
+    token_logprobs: list[LogprobValue] | None = None
+    top_logprobs: list[dict[Annotated[str, Field(max_length=MAX_TOP_KEY)], float] | None] | None = (
+        None
+    )
 
 
 class _Choice(BaseModel):
     model_config = ConfigDict(extra="ignore")
+    index: int = Field(0, ge=0, lt=1 << 16)
     token_ids: list[TokenId] | None = None
     prompt_token_ids: list[TokenId] | None = None
     finish_reason: str | None = None
+    logprobs: _Logprobs | None = None
 
 
 class _CompletionBody(BaseModel):
@@ -266,7 +306,27 @@ def completion_body(
     if request.seed is not None:
         body["seed"] = int64_seed(request.seed)
     body.update(extra or {})
+    body.update(knob_fields(request.knobs, dialect))
     return body
+
+
+def knob_fields(knobs: Mapping[str, Any], dialect: TokenIdDialect) -> dict[str, Any]:
+    """The request fields of the knobs a request sets: OpenAI's names (``logit_bias`` with
+    token ids as string keys, ``stop``, ``logprobs``, ``n``, the penalties) and vLLM's /
+    SGLang's extensions where OpenAI has none (``min_p``, ``repetition_penalty``,
+    ``stop_token_ids``, ``ignore_eos``; ``return_tokens_as_token_ids`` so that log-probability
+    entries name token ids)."""
+    fields: dict[str, Any] = {}
+    for name, value in knobs.items():
+        if name == "logit_bias":
+            fields[name] = {str(token): bias for token, bias in value}
+        elif isinstance(value, tuple):
+            fields[name] = list(value)
+        else:
+            fields[name] = value
+    if "logprobs" in knobs and dialect == "return_token_ids":
+        fields["return_tokens_as_token_ids"] = True
+    return fields
 
 
 ERROR_TEXT_LIMIT = 300
@@ -330,8 +390,58 @@ def _retry_after(response: Answer) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def parse_completion(payload: object, max_tokens: int) -> tuple[_Choice, str | None]:
-    """The first choice of a completion body, or ``MalformedResponse`` saying what is wrong."""
+def _token_of(key: str) -> int | None:
+    """The token id a ``top_logprobs`` key names (``token_id:N``), or None (text)."""
+    if key.startswith("token_id:") and key[9:].isdigit() and len(key) <= 19:
+        token = int(key[9:])
+        return token if token < 2**31 else None
+    return None
+
+
+def _logprob(value: float | None) -> float:
+    # A missing value (null) reads as NaN, which no check takes for a log-probability.
+    return float("nan") if value is None else float(value)
+
+
+def parse_logprobs(choice: _Choice, asked: int) -> tuple[TokenLogprob, ...]:
+    """A choice's log-probabilities (empty when the server sent none), bounded: one entry per
+    token id, at most ``asked`` + 1 top entries each (the chosen token may be added)."""
+    reported = choice.logprobs
+    tokens = choice.token_ids or []
+    if reported is None or reported.token_logprobs is None:
+        return ()
+    values = reported.token_logprobs
+    tops = reported.top_logprobs or [None] * len(values)
+    if len(values) != len(tokens) or len(tops) != len(tokens):
+        raise MalformedResponse(
+            f"the completion's logprobs cover {len(values)} tokens, its token_ids {len(tokens)}"
+        )
+    out = []
+    for value, top in zip(values, tops, strict=True):
+        entries = top or {}
+        if len(entries) > asked + 1:
+            raise MalformedResponse(
+                f"the completion reports {len(entries)} top log-probabilities for logprobs {asked}"
+            )
+        named = [(_token_of(k), _logprob(v)) for k, v in entries.items()]
+        ranked = sorted(((t, v) for t, v in named if t is not None), key=lambda e: -e[1])
+        out.append(TokenLogprob(_logprob(value), tuple((t, v) for t, v in ranked if t is not None)))
+    return tuple(out)
+
+
+def _finish(choice: _Choice) -> FinishReason | None:
+    reason = choice.finish_reason
+    if reason is None or reason in ("stop", "length"):
+        return reason  # type: ignore[return-value]
+    raise MalformedResponse(
+        f"the completion's finish_reason is {printable(reason, limit=40)!r}, not stop or length"
+    )
+
+
+def parse_choices(
+    payload: object, request: SamplingRequest
+) -> tuple[tuple[_Choice, ...], tuple[Choice, ...]]:
+    """Every choice of a completion body, in index order, each read as a ``Choice``."""
     try:
         body = _CompletionBody.model_validate(payload)
     except ValidationError as exc:
@@ -343,17 +453,34 @@ def parse_completion(payload: object, max_tokens: int) -> tuple[_Choice, str | N
         raise MalformedResponse(
             f"the completion is not an OpenAI completion: {where}: {why}"
         ) from None
+    n = request.n
     if not body.choices:
         raise MalformedResponse("the completion has no choices")
-    if len(body.choices) > 1:
-        # One completion was asked for; several choices leave no way to know which is it.
+    if len(body.choices) != n:
+        # Other than asked: no way to know which choice is which request's.
         raise MalformedResponse(
-            f"the completion has {len(body.choices)} choices where one was asked for"
+            f"the completion has {len(body.choices)} choices where {n} were asked for"
         )
-    choice = body.choices[0]
+    ordered = tuple(sorted(body.choices, key=lambda c: c.index))
+    if [c.index for c in ordered] != list(range(n)):
+        raise MalformedResponse(
+            f"the completion's choices have indices {[c.index for c in ordered][:8]}, not 0 to "
+            f"{n - 1}"
+        )
+    parsed = []
+    for choice in ordered:
+        _checked_choice(choice, request.max_tokens)
+        asked = request.knobs.get("logprobs")
+        logprobs = None if asked is None else parse_logprobs(choice, int(asked))
+        parsed.append(Choice(tuple(choice.token_ids or ()), _finish(choice), logprobs))
+    return ordered, tuple(parsed)
+
+
+def _checked_choice(choice: _Choice, max_tokens: int) -> None:
     if choice.token_ids is None:
         raise MalformedResponse(
-            "the completion has no choices[0].token_ids: the server ignored the token-id "
+            f"the completion has no choices[{choice.index}].token_ids: the server ignored the "
+            "token-id "
             "request field (a gateway may drop it, or the server speaks another dialect)"
         )
     if len(choice.token_ids) > max_tokens:
@@ -361,7 +488,6 @@ def parse_completion(payload: object, max_tokens: int) -> tuple[_Choice, str | N
             f"the completion has {len(choice.token_ids)} token ids, more than max_tokens "
             f"{max_tokens}"
         )
-    return choice, choice.finish_reason
 
 
 class CompletionClient:
@@ -484,15 +610,16 @@ class CompletionClient:
                 f"the completion is not JSON ({printable(str(exc), limit=120)}): "
                 f"{printable(response.text[:80])!r}"
             ) from None
-        choice, finish = parse_completion(payload, request.max_tokens)
-        assert choice.token_ids is not None
-        prompt_ids = None if choice.prompt_token_ids is None else tuple(choice.prompt_token_ids)
+        raw, choices = parse_choices(payload, request)
+        first = raw[0]
+        prompt_ids = None if first.prompt_token_ids is None else tuple(first.prompt_token_ids)
         return Completion(
-            token_ids=tuple(choice.token_ids),
+            token_ids=choices[0].token_ids,
             prompt_token_ids=prompt_ids,
-            finish_reason=finish,
+            finish_reason=choices[0].finish_reason,
             attempts=attempts,
             seconds=time.perf_counter() - started,
+            choices=choices,
         )
 
     async def served_models(self) -> list[str]:

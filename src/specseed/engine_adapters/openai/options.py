@@ -6,9 +6,13 @@ holds it, so model.yaml, traces, reports and bundles carry only that name.
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from specseed.core.errors import InputError
 
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
@@ -17,9 +21,49 @@ SERVER_SETTINGS = ("max_num_requests", "max_draft_len", "verification", "overlap
 a run that changes one is served by the variant endpoint configured for it, or not at all."""
 
 
+def check_api_key(key: str, where: str) -> None:
+    """``InputError`` unless ``key`` can travel in an ``Authorization: Bearer`` header: visible
+    ASCII only (a non-breaking space pasted from a web page, a newline, a letter outside ASCII
+    would fail every request, or split the header). Says where and what, never the key."""
+    bad = next(((i, c) for i, c in enumerate(key) if not "!" <= c <= "~"), None)
+    if bad is not None:
+        index, char = bad
+        raise InputError(
+            f"the API key in {where} holds {unicodedata.name(char, f'U+{ord(char):04X}').lower()}"
+            f" (U+{ord(char):04X}) at character {index + 1} of {len(key)}: an HTTP header "
+            "carries visible ASCII only",
+            hint="copy the key again without spaces or line breaks",
+        )
+
+
 def _check_url(value: str) -> str:
+    """An ``http://`` or ``https://`` URL an HTTP client can open: a host, a port in 1-65535
+    if one is given, no whitespace or control character (a CR/LF would split a request
+    line), no query or fragment (the client appends ``/v1/...``)."""
     if not value.startswith(("http://", "https://")):
         raise ValueError(f"{value!r} is not an http:// or https:// URL")
+    bad = next((c for c in value if c.isspace() or not c.isprintable()), None)
+    if bad is not None:
+        raise ValueError(f"{value!r} holds {bad!r}: a URL has no whitespace or control character")
+    try:
+        parts = urlsplit(value)
+        port = parts.port  # ValueError when out of range or not a number
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a valid URL ({exc})") from None
+    if not parts.hostname:
+        raise ValueError(f"{value!r} names no host")
+    if port == 0:
+        raise ValueError(f"{value!r}: port 0 is not a port a server listens on")
+    if parts.query or parts.fragment or value.endswith(("?", "#")):
+        raise ValueError(f"{value!r} has a query or fragment: give the server's root URL")
+    try:  # and the client's own parser, where it is installed (an IDNA host, a bracket)
+        import httpx
+    except ImportError:
+        return value.rstrip("/")
+    try:
+        _ = httpx.URL(value.rstrip("/") + "/v1/completions").host  # .host decodes IDNA
+    except (httpx.InvalidURL, ValueError) as exc:  # IDNAError is a UnicodeError
+        raise ValueError(f"{value!r} is not a valid URL ({exc})") from None
     return value.rstrip("/")
 
 

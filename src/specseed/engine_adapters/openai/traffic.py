@@ -71,6 +71,7 @@ def _sampling(plan: RequestPlan) -> SamplingRequest:
         top_k=plan.top_k,
         top_p=plan.top_p,
         max_tokens=plan.max_tokens,
+        knobs=plan.knobs(),
     )
 
 

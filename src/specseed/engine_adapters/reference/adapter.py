@@ -20,7 +20,7 @@ import platform
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -66,13 +66,26 @@ from specseed.models.model import (
     fingerprints,
 )
 from specseed.sampling.backend import make_backend
+from specseed.sampling.processors import (
+    NONE,
+    Processors,
+    min_p_filter,
+    process_logits,
+    top_logprobs,
+)
 from specseed.traces.records import (
+    FinishReason,
     Phase,
     RowRecord,
     SamplingEvent,
     StepRecord,
+    TokenLogprob,
     TraceRecorder,
 )
+
+UNSET_TEMPERATURE = 1e-5
+"""The greedy sentinel an unset temperature became on TensorRT-LLM's one-model speculative
+path before PR 19390 (``DISABLE_TEMP_VAL``): the ``unset-temperature-greedy`` defect."""
 
 
 @dataclass(eq=False)
@@ -98,6 +111,13 @@ class _Request:
     last_token: int = -1
     drafts: tuple[int, ...] = ()
     draft_probs: torch.Tensor | None = None
+    processors: Processors = NONE
+    """What the request's knobs do to its logits (``sampling.processors``)."""
+    penalty_state: list[int] = field(default_factory=list)
+    """The output tokens the ``penalty-stale-in-step`` engine has fed its penalty state."""
+    finish: FinishReason | None = None
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+    """What the engine reports for each emitted token, where the request asked."""
 
     @property
     def target(self) -> KVCache:
@@ -171,6 +191,11 @@ class ReferenceEngine(EngineAdapter):
         with _cpu_threads(1 if self.device.type == "cpu" else None):
             self._build_models(settings, model_seed)
         self.vocab_size = self.target.config.vocab_size
+        eos = self.target.config.eos_token_id
+        self.eos_ids: frozenset[int] = frozenset(
+            () if eos is None else (eos,) if isinstance(eos, int) else eos
+        )
+        """The model's end-of-sequence ids: a request stops at one unless ``ignore_eos``."""
 
     def _build_models(self, settings: EngineSettings, model_seed: int) -> None:
         try:
@@ -209,6 +234,12 @@ class ReferenceEngine(EngineAdapter):
             # What the samplers see (the distribution check's precision envelope).
             "logits_dtype": "float32",
         }
+
+    @staticmethod
+    def decode(tokens: Sequence[int]) -> str:
+        """Text of token ids, the inverse of :meth:`encode` for text: ids below 256 are the
+        UTF-8 bytes; other ids stand for no text. What ``stop`` strings are matched against."""
+        return bytes(t for t in tokens if 0 <= t < 256).decode("utf-8", errors="replace")
 
     def encode(self, prompt: tuple[int, ...] | str) -> tuple[int, ...]:
         """Token ids of a prompt. Text is encoded byte by byte (UTF-8) into the vocabulary."""
@@ -377,6 +408,8 @@ class _EngineRun:
         options = options_of(settings, ReferenceOptions)
         defects = tuple(options.defects)
         self.max_draft_len = settings.max_draft_len
+        self.ignore_eos = options.ignore_eos
+        """What a request that leaves ``ignore_eos`` unset gets."""
         self.defects = frozenset(defects)
         self.rng = RngAssigner(get_contract(engine.rng_profile(plan)), defects, self.max_draft_len)
         self.buffers = RngBuffers(
@@ -394,7 +427,7 @@ class _EngineRun:
         """The run, as a program (``lockstep``): yields its forward calls, returns each
         scenario request's tokens."""
         prior = [self._new_request(p) for p in self.plan.prior_traffic]
-        scenario = [self._new_request(p) for p in self.plan.requests]
+        scenario = [self._new_request(c) for p in self.plan.requests for c in self.children_of(p)]
         warmup = [self._new_request(p) for p in warmup_requests(self.plan)]
         for number in range(len(self.plan.warmup_batches)):
             yield from self._warmup([r for r in warmup if r.plan.warmup_batch == number])
@@ -403,10 +436,31 @@ class _EngineRun:
             yield from self._serve(prior)
         self.phase = "scenario"
         yield from self._serve(scenario)
+        for r in scenario:
+            reported = tuple(r.logprobs) if r.plan.logprobs is not None else None
+            self.recorder.finish(r.plan.request_id, r.finish, reported)
         return {r.plan.request_id: tuple(r.output) for r in scenario}
 
+    def children_of(self, plan: RequestPlan) -> tuple[RequestPlan, ...]:
+        """A request as the engine serves it: its ``n`` children, each a request of its own
+        on a stream of its own (seed + i), as vLLM's parallel sampling does."""
+        children = plan.children()
+        if "children-shared-stream" in self.defects:
+            # Each child copies the parent's sampling parameters, seed included.
+            return tuple(replace(child, seed=plan.seed) for child in children)
+        return children
+
     def _new_request(self, plan: RequestPlan) -> _Request:
-        return _Request(plan=plan, prompt_ids=self.engine.encode(plan.prompt))
+        processors = Processors(
+            logit_bias=plan.logit_bias,
+            presence_penalty=plan.presence_penalty,
+            frequency_penalty=plan.frequency_penalty,
+            repetition_penalty=plan.repetition_penalty,
+            min_p=plan.min_p,
+        )
+        return _Request(
+            plan=plan, prompt_ids=self.engine.encode(plan.prompt), processors=processors
+        )
 
     def _admit(self, request: _Request, slot: int) -> None:
         request.slot = slot
@@ -529,21 +583,32 @@ class _EngineRun:
                 logits = logits.to(torch.bfloat16).to(torch.float32)
             decide.append(logits)
 
-        accepted = self._choose_tokens(live, decide, outcomes)
+        processed = [
+            self._target_logits(row, logits) for row, logits in zip(live, decide, strict=True)
+        ]
+        accepted = self._choose_tokens(live, processed, outcomes)
 
-        for row, logits, before, n_accepted in zip(
-            live, decide, cache_lengths, accepted, strict=True
+        for row, logits, rows, before, n_accepted in zip(
+            live, decide, processed, cache_lengths, accepted, strict=True
         ):
             request = row.request
             outcome = outcomes[id(row)]
             remaining = request.plan.max_tokens - len(request.output)
             emitted = outcome.emitted[:remaining]
+            stop = self._stop_index(request, emitted)
+            if stop is not None:
+                emitted = emitted[: stop + 1]
+            if request.plan.logprobs is not None:
+                self._report_logprobs(row, rows, emitted, n_accepted)
             outcome.emitted = emitted
             outcome.fingerprints = tuple(fingerprints(logits[: len(emitted)]))
             request.output.extend(emitted)
             request.last_token = emitted[-1]
-            if len(request.output) >= request.plan.max_tokens:
-                request.done = True
+            request.penalty_state.append(emitted[-1])
+            if stop is not None:
+                request.done, request.finish = True, "stop"
+            elif len(request.output) >= request.plan.max_tokens:
+                request.done, request.finish = True, "length"
             if not row.prefill:
                 request.target.truncate(before + 1 + n_accepted)
 
@@ -555,6 +620,99 @@ class _EngineRun:
             ]
             if drafting:
                 yield from self._draft(drafting, outcomes)
+
+    # -- the sampling knobs ---------------------------------------------------------------
+
+    def _processors(self, request: _Request, speculative: bool) -> Processors:
+        """The request's processors at a position; ``speculative``: a verified or drafted
+        position of a speculating engine (not the prefill's token, not K = 0 decoding)."""
+        if speculative and "spec-knobs-dropped" in self.defects:
+            # The fused speculative sampler takes temperature, top-k and top-p only.
+            return NONE
+        return request.processors
+
+    def _temperature(self, plan: RequestPlan) -> float:
+        """The temperature a sampled request is drawn at."""
+        if (
+            "unset-temperature-greedy" in self.defects
+            and self.max_draft_len > 0
+            and plan.temperature == 1.0
+            and (plan.top_k > 0 or plan.top_p < 1.0)
+        ):
+            # 1.0 is what an unset temperature stands for; the speculative path took it for
+            # unset and handed the row the greedy sentinel.
+            return UNSET_TEMPERATURE
+        return plan.temperature
+
+    def _target_logits(self, row: _Row, logits: torch.Tensor) -> torch.Tensor:
+        """The target logits rows of a live row after logit_bias and the penalties: row j
+        is conditioned on the output and the drafts before it (accepted earlier in this
+        step, if it is reached at all)."""
+        request = row.request
+        processors = self._processors(request, self.max_draft_len > 0 and not row.prefill)
+        if not processors.changes_logits:
+            return logits
+        output = list(request.output)
+        if "penalty-stale-in-step" in self.defects:
+            # The defect: the penalty state takes one token per step (its last), so every
+            # position of a step is penalised as at its start, and accepted drafts never count.
+            contexts = [list(request.penalty_state)] * logits.shape[0]
+        elif row.prefill:
+            contexts = [output]
+        else:
+            contexts = [output + list(request.drafts[:j]) for j in range(logits.shape[0])]
+        return process_logits(logits, processors, request.prompt_ids, contexts)
+
+    def _probs(self, request: _Request, logits: torch.Tensor, speculative: bool) -> torch.Tensor:
+        """Probabilities of processed logits rows at the request's temperature, min_p
+        applied (top-k/top-p are the kernels')."""
+        probs = sampler.probs_from_logits(
+            logits, [self._temperature(request.plan)] * logits.shape[0]
+        )
+        return min_p_filter(probs, self._processors(request, speculative).min_p)
+
+    def _stop_index(self, request: _Request, emitted: Sequence[int]) -> int | None:
+        """Index in ``emitted`` of the first token that ends the request (a stop token id,
+        the model's end-of-sequence unless ``ignore_eos``, the token that completes a stop
+        string), or None."""
+        plan = request.plan
+        stops = set(plan.stop_token_ids or ())
+        ignore_eos = self.ignore_eos if plan.ignore_eos is None else plan.ignore_eos
+        if not ignore_eos:
+            stops |= self.engine.eos_ids
+        if not stops and not plan.stop:
+            return None
+        positions: Sequence[int] = range(len(emitted))
+        if "tokens-past-stop" in self.defects:
+            # The defect: only the step's last token is tested; accepted drafts are not.
+            positions = [len(emitted) - 1] if emitted else []
+        for i in positions:
+            if emitted[i] in stops:
+                return i
+            if plan.stop:
+                text = self.engine.decode([*request.output, *emitted[: i + 1]])
+                if any(s in text for s in plan.stop):
+                    return i
+        return None
+
+    def _report_logprobs(
+        self, row: _Row, logits: torch.Tensor, emitted: Sequence[int], n_accepted: int
+    ) -> None:
+        """Log-probabilities of the emitted tokens under the target distribution after every
+        processor (temperature, min_p, top-k/top-p; temperature 1 for a greedy request)."""
+        request = row.request
+        plan = request.plan
+        speculative = self.max_draft_len > 0 and not row.prefill
+        temperature = self._temperature(plan) if plan.temperature > 0 else 1.0
+        count = plan.logprobs or 0
+        for j, token in enumerate(emitted):
+            probs = sampler.probs_from_logits(logits[j : j + 1], [temperature])
+            probs = min_p_filter(probs, self._processors(request, speculative).min_p)[0]
+            probs = sampler.filter_probs(probs, plan.top_k, plan.top_p)
+            chosen, top = top_logprobs(probs, token, count)
+            if "fake-logprobs" in self.defects and not row.prefill and j < n_accepted:
+                chosen = 0.0  # an accepted draft's log-probability, never computed
+            request.logprobs.append(TokenLogprob(chosen, top))
 
     def _choose_tokens(
         self,
@@ -584,8 +742,14 @@ class _EngineRun:
 
         if sample_rows:
             probs = sampler.probs_from_logits(
-                torch.stack(sample_logits), [r.request.plan.temperature for r, _ in sample_rows]
+                torch.stack(sample_logits),
+                [self._temperature(r.request.plan) for r, _ in sample_rows],
             )
+            for i, (row, _j) in enumerate(sample_rows):
+                speculative = self.max_draft_len > 0 and not row.prefill
+                min_p = self._processors(row.request, speculative).min_p
+                if min_p:
+                    probs[i] = min_p_filter(probs[i : i + 1], min_p)[0]
             entries: list[tuple[_Row, EventKind, int]] = [
                 (row, "target", j) for row, j in sample_rows
             ]
@@ -690,8 +854,7 @@ class _EngineRun:
         target_probs = []
         for row in verify_rows:
             plan = row.request.plan
-            logits = logits_of[id(row)]
-            probs = sampler.probs_from_logits(logits, [plan.temperature] * logits.shape[0])
+            probs = self._probs(row.request, logits_of[id(row)], speculative=True)
             target_probs.append(sampler.filter_probs(probs, plan.top_k, plan.top_p))
         draft_probs = torch.stack([row.request.draft_probs for row in verify_rows])  # type: ignore[misc]
         draft_ids = torch.tensor(
@@ -721,6 +884,18 @@ class _EngineRun:
         for row, tokens in zip(verify_rows, tokens_per_row, strict=True):
             outcomes[id(row)].emitted = tuple(tokens)
 
+    def _draft_logits(
+        self, request: _Request, logits: torch.Tensor, proposed: Sequence[int]
+    ) -> torch.Tensor:
+        """A draft step's logits after the request's logit_bias and penalties (conditioned on
+        the output and the drafts proposed before it), so that drafts follow the target's
+        processed distribution."""
+        processors = self._processors(request, speculative=True)
+        if not processors.changes_logits:
+            return logits
+        context = [*request.output, *proposed]
+        return process_logits(logits.unsqueeze(0), processors, request.prompt_ids, [context])[0]
+
     def _draft(
         self,
         drafting: Sequence[tuple[_Row, object, int]],
@@ -745,16 +920,21 @@ class _EngineRun:
         q_rows: list[list[torch.Tensor]] = [[] for _ in rows]
         for step in range(self.max_draft_len):
             results = yield ForwardCall(draft, chunks)
-            last_logits = [r.logits[-1].float().cpu() for r in results]
+            last_logits = [
+                self._draft_logits(row.request, r.logits[-1].float().cpu(), proposals[i])
+                for i, (row, r) in enumerate(zip(rows, results, strict=True))
+            ]
             chosen = [0] * len(rows)
             sampled = [i for i, row in enumerate(rows) if not row.request.plan.greedy]
             for i, row in enumerate(rows):
                 if row.request.plan.greedy:
                     chosen[i] = int(last_logits[i].argmax())
             if sampled:
-                probs = sampler.probs_from_logits(
-                    torch.stack([last_logits[i] for i in sampled]),
-                    [rows[i].request.plan.temperature for i in sampled],
+                probs = torch.cat(
+                    [
+                        self._probs(rows[i].request, last_logits[i].unsqueeze(0), True)
+                        for i in sampled
+                    ]
                 )
                 entries: list[tuple[_Row, EventKind, int]] = [
                     (rows[i], "draft", step) for i in sampled

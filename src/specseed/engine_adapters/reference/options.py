@@ -34,6 +34,12 @@ class ReferenceOptions(BaseModel):
         "planted for `specseed search` too).",
     )
 
+    ignore_eos: bool = Field(
+        True,
+        description="What a request that leaves ignore_eos unset gets: true runs it to "
+        "max_tokens past the end-of-sequence token (what the other adapters send by default), "
+        "false stops it there as a server does. A request's own ignore_eos always wins.",
+    )
     sampling_backend: Literal["cpu", "flashinfer"] = Field(
         "cpu",
         description="Where sampling and rejection verification run: cpu (specseed's "

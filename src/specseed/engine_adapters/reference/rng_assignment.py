@@ -13,6 +13,7 @@ bookkeeping, never a flag a check looks for:
 - ``draft-shared-offset``: every draft step reuses draft step 0's offset.
 - ``draw-overlap``: slots of a window are one draw apart whatever the contract says.
 - ``row-subsequence``: the subsequence is left at the kernel's default, the row.
+- ``seed-high-bits-dropped``: a request's seed keeps only its low 32 bits.
 - ``accept-reuses-draft-draw``: draft step i draws where the next accept kernel's draw i is.
 - ``overlap-window-reuse``: lives in the scheduler (which iteration count is read).
 - ``row0-seed``: lives in the sampler call (flashinfer 0.6.4 mode).
@@ -34,6 +35,8 @@ from specseed.core.contracts import (
     RngContract,
 )
 from specseed.core.errors import EngineError
+
+LOW_32_BITS = (1 << 32) - 1
 
 
 def int64_bits(value: int) -> int:
@@ -144,6 +147,8 @@ class RngAssigner:
                 seed, offset = self._engine_counter, 0
             else:
                 own = row.engine_seed if row.request_seed is None else row.request_seed
+                if row.request_seed is not None and "seed-high-bits-dropped" in self.defects:
+                    own = row.request_seed & LOW_32_BITS
                 seed = fallback if fallback is not None else own
                 index = row.index
                 if row.kind == "draft" and "draft-shared-offset" in self.defects:

@@ -24,12 +24,14 @@ import importlib
 import os
 import platform
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from specseed.core.errors import EngineError, EngineUnavailable
 from specseed.engine_adapters.base import (
     EngineAdapter,
     EngineSettings,
+    KnobRefused,
     RequestPlan,
     RunPlan,
     RunStart,
@@ -44,7 +46,7 @@ from specseed.engine_adapters.trtllm.config import (
 )
 from specseed.engine_adapters.trtllm.info import ENGINE
 from specseed.engine_adapters.trtllm.options import TrtllmOptions
-from specseed.traces.records import Observability, Phase, TraceRecorder
+from specseed.traces.records import FinishReason, Observability, Phase, TraceRecorder
 
 INSTALL_HINT = (
     "install TensorRT-LLM from NVIDIA's package index (pip install tensorrt-llm "
@@ -77,6 +79,8 @@ class TrtllmEngine(EngineAdapter):
         self._llm: Any = None
         self._spec: LlmSpec | None = None
         self._tap: Any = None
+        self.finished: dict[str, FinishReason | None] = {}
+        """Why each request of the last ``generate`` ended, as TensorRT-LLM said."""
 
     # -- what the engine can take -----------------------------------------------------------
 
@@ -187,6 +191,8 @@ class TrtllmEngine(EngineAdapter):
                 tokens = self._generate(requests)
                 if phase == "scenario":
                     outputs = tokens
+                    for request_id, reason in self.finished.items():
+                        recorder.finish(request_id, reason)
                 if tap is None or not observes.steps or phase == "warmup":
                     continue  # warmup requests are unseeded: their rows are not attributable
                 blind = tap.blind_spots()
@@ -201,15 +207,36 @@ class TrtllmEngine(EngineAdapter):
         return outputs
 
     def _generate(self, requests: Sequence[RequestPlan]) -> dict[str, tuple[int, ...]]:
-        sampling_params = [
-            self._trtllm.SamplingParams(**sampling_kwargs(r, self.options)) for r in requests
-        ]
+        sampling_params = [self._sampling_params(r) for r in requests]
         prompts = [list(self.encode(r.prompt)) for r in requests]
         results = self._llm.generate(prompts, sampling_params, use_tqdm=False)
-        return {
-            r.request_id: tuple(int(t) for t in result.outputs[0].token_ids)
-            for r, result in zip(requests, results, strict=True)
-        }
+        outputs: dict[str, tuple[int, ...]] = {}
+        self.finished = {}
+        for request, result in zip(requests, results, strict=True):
+            # n children come back as result.outputs[i]; child i is recorded as id#i.
+            for child, output in zip(request.children(), result.outputs, strict=False):
+                outputs[child.request_id] = tuple(int(t) for t in output.token_ids)
+                reason = getattr(output, "finish_reason", None)
+                self.finished[child.request_id] = reason if reason in ("stop", "length") else None
+        return outputs
+
+    def _sampling_params(self, request: RequestPlan) -> Any:
+        if request.stop is not None:
+            raise KnobRefused(
+                "stop strings: specseed loads TensorRT-LLM without a tokenizer "
+                "(skip_tokenizer_init), so it cannot match text; use stop_token_ids"
+            )
+        vocab = None
+        if request.logit_bias is not None:
+            from specseed.models.checkpoint import config_vocab_size
+
+            vocab = config_vocab_size(Path(str(self.settings.checkpoint)))
+        kwargs = sampling_kwargs(request, self.options, vocab)
+        if "embedding_bias" in kwargs:
+            import torch
+
+            kwargs["embedding_bias"] = torch.tensor(kwargs["embedding_bias"], dtype=torch.float32)
+        return self._trtllm.SamplingParams(**kwargs)
 
     def close(self) -> None:
         self._shutdown()

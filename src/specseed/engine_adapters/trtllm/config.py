@@ -16,9 +16,12 @@ Every name below was checked against TensorRT-LLM's source as stored in the sear
   ``DecodingBaseConfig.max_total_draft_tokens`` (draft tokens in the tree; equals
   ``max_draft_len`` for a linear chain) and the EAGLE3 tree fields ``eagle_choices``
   (``Optional[List[List[int]]]``), ``use_dynamic_tree`` and ``dynamic_tree_max_topK``.
-- ``tensorrt_llm/sampling_params.py``: ``SamplingParams`` fields ``end_id``, ``max_tokens``,
-  ``top_k`` (None: all logits), ``top_p``, ``seed``, ``temperature``, ``ignore_eos``,
-  ``detokenize``.
+- ``tensorrt_llm/sampling_params.py`` (commit 000a01de): ``SamplingParams`` fields ``end_id``,
+  ``max_tokens``, ``top_k`` (None: all logits), ``top_p``, ``seed``, ``temperature``,
+  ``ignore_eos``, ``detokenize``, and the knobs under the scenario's names: ``min_p``,
+  ``presence_penalty``, ``frequency_penalty``, ``repetition_penalty``, ``stop_token_ids``,
+  ``stop``, ``logprobs``, ``n``. It has no ``logit_bias``: ``embedding_bias`` takes an fp32
+  tensor of ``[vocab_size]`` added to the logits, which is what a logit bias is.
 
 The adapter turns these plain specifications into TensorRT-LLM objects; tests check the
 mapping without TensorRT-LLM.
@@ -133,20 +136,53 @@ def tree_budget(settings: EngineSettings, options: TrtllmOptions) -> int | None:
     return options.max_total_draft_tokens
 
 
-def sampling_kwargs(request: RequestPlan, options: TrtllmOptions) -> dict[str, object]:
+SAME_NAMED_KNOBS = (
+    "min_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "ignore_eos",
+    "logprobs",
+    "n",
+)
+"""Knobs ``SamplingParams`` takes under the scenario's name and type."""
+
+
+def sampling_kwargs(
+    request: RequestPlan, options: TrtllmOptions, vocab_size: int | None = None
+) -> dict[str, object]:
     """``SamplingParams`` arguments for one request.
 
     ``top_k: 0`` (no top-k) becomes None, TensorRT-LLM's "all logits"; temperature 0 is
-    greedy. ``ignore_eos`` and ``end_id`` make every request run to ``max_tokens``, so the
-    token streams of two runs are comparable position by position.
+    greedy; ``end_id`` is the option's. Every other knob is sent only where the request sets
+    it (an unset one keeps TensorRT-LLM's default); ``logit_bias`` becomes
+    ``embedding_bias``, one float per vocabulary entry (``vocab_size`` needed; the adapter
+    makes it a tensor), and stop strings need ``detokenize``.
     """
-    return {
+    knobs = request.knobs()
+    kwargs: dict[str, object] = {
         "max_tokens": request.max_tokens,
         "temperature": request.temperature,
         "top_k": request.top_k if request.top_k > 0 else None,
         "top_p": request.top_p,
         "seed": request.seed,
-        "ignore_eos": True,
         "end_id": options.end_id,
-        "detokenize": False,
+        "detokenize": "stop" in knobs,
     }
+    kwargs.update({k: v for k, v in knobs.items() if k in SAME_NAMED_KNOBS})
+    if "stop_token_ids" in knobs:
+        kwargs["stop_token_ids"] = list(knobs["stop_token_ids"])
+    if "stop" in knobs:
+        kwargs["stop"] = list(knobs["stop"])
+    if "logit_bias" in knobs:
+        if vocab_size is None:
+            raise ConfigurationError("logit_bias needs the checkpoint's vocab_size")
+        bias = [0.0] * vocab_size
+        for token, value in knobs["logit_bias"]:
+            if not 0 <= token < vocab_size:
+                raise ConfigurationError(
+                    f"logit_bias names token {token}, outside the vocabulary (size {vocab_size})"
+                )
+            bias[token] = float(value)
+        kwargs["embedding_bias"] = bias
+    return kwargs

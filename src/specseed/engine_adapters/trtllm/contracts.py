@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from specseed.core.contracts import Limitation, RngContract
+from specseed.core.contracts import Departure, Limitation, RngContract
 
 TRTLLM_UNSEEDED_OFFSET_BASE = 1 << 62
 """TensorRT-LLM's ``UNSEEDED_OFFSET_BASE`` (``pyexecutor/sampler/ops/custom.py``): where the
@@ -23,20 +23,52 @@ TRTLLM_RNG_SLOT_SPAN = 32
 kMaxRejectRounds"). With K = 3 a linear window is 8 * 32 = 256 draws."""
 
 
+_INVARIANCE_CHECKS = (
+    "position-invariance",
+    "batch-invariance",
+    "overlap-invariance",
+    "uptime-invariance",
+)
+_PR17599 = "TensorRT-LLM PR 17599 (its description)"
+
+# What PR 17599's authors stated, the only limitations its layouts carry. Later layouts keep
+# both (their non-fused ops still run on the kernel row and on element 0).
 _ROW_SUBSEQUENCE = Limitation(
     "row-subsequence",
-    ("position-invariance", "batch-invariance", "overlap-invariance", "uptime-invariance"),
-    "flashinfer's kernels use the batch row as the Philox subsequence; the PR states "
-    "that a seeded request's tokens depend on its row",
+    _INVARIANCE_CHECKS,
+    "flashinfer's kernels use the batch row as the Philox subsequence, so a seeded "
+    "request's tokens depend on its row",
+    stated="reproducibility is per decoding position, not across batch positions",
+    source=_PR17599,
 )
-_ONE_DRAW_SLOTS = Limitation(
+_ELEMENT0_LIMIT = Limitation(
+    "row0-seed",
+    _INVARIANCE_CHECKS,
+    "the pinned flashinfer's sampling ops and accept kernel read element 0 of the seed and "
+    "offset tensors, so every row of a call draws from the first row's seed and window "
+    "(excused where the recorded states follow the contract and row 0 had another seed)",
+    stated="the pinned flashinfer reads element 0 of the seed and offset tensors only",
+    source=f"{_PR17599} and tensorrt_llm/_torch/speculative/interface.py of that era",
+)
+
+# What the authors did not state: failures, each naming upstream's report or fix.
+_SLOT_SPAN_FIX = (
+    "fixed upstream by the slot-span layout (32-draw slots: TensorRT-LLM PR 19601, "
+    "MAX_DRAWS_PER_ROW = 32 at commit 740c856b)"
+)
+_ONE_DRAW_SLOTS = Departure(
     "draw-overlap",
-    ("draw-ranges-disjoint", "distribution"),
+    _SLOT_SPAN_FIX,
     "slots are one draw wide: the accept kernel (K + 1 or K + 2 draws) and multi-round "
-    "top-k/top-p kernels read into the next slots on the same row; the bonus token and "
-    "the next draft can read one draw, which couples consecutive tokens (seen by the "
-    "distribution check's step-aware sub-tests in the built-in distribution scenario: K = 1, "
-    "2 x 150 copies in one batch)",
+    "top-k/top-p kernels read into the next slots on the same row, and the bonus token and "
+    "the next draft can read one draw, which couples consecutive tokens",
+)
+_UNSEEDED_SHARED = Departure(
+    "unseeded-shared-stream",
+    "reported in TensorRT-LLM issue 19487 and fixed as a bug by PR 19505 (the PR "
+    "said unseeded rows stay independent through the kernel's per-row subsequence)",
+    "unseeded requests all take seed 42 with per-request offsets, so two that sit on the "
+    "same row at the same iteration draw the same numbers",
 )
 
 _TEST = "tests/unittest/_torch/speculative/hw_agnostic/test_rng_window_counter.py"
@@ -51,6 +83,12 @@ _SLOT_SPAN_FLASHINFER = (
     "the flashinfer ops behind the non-fused sampling modes and the accept kernel read "
     "element 0 of the seed/offset tensors, subsequence = the kernel row; "
 )
+_UNSEEDED_FROM_ZERO = Departure(
+    "unseeded-shared-stream",
+    "fixed upstream at commit 8de196e3 (unseeded windows from UNSEEDED_OFFSET_BASE = 1 << 62)",
+    "unseeded windows start at 0 like seeded ones, so an unseeded request and one seeded "
+    "with 42 can meet on the same (seed, row, offset)",
+)
 
 TRTLLM_PR17599 = RngContract(
     name="trtllm-pr17599",
@@ -63,16 +101,8 @@ TRTLLM_PR17599 = RngContract(
     row_subsequence=True,
     slot_stride=1,
     separate_target_slots=False,
-    limitations=(
-        _ROW_SUBSEQUENCE,
-        Limitation(
-            "unseeded-shared-stream",
-            ("unseeded-independence",),
-            "unseeded requests all take seed 42 with per-request offsets, so requests that "
-            "sit on the same row at the same iteration draw the same numbers",
-        ),
-        _ONE_DRAW_SLOTS,
-    ),
+    limitations=(_ROW_SUBSEQUENCE, _ELEMENT0_LIMIT),
+    departures=(_UNSEEDED_SHARED, _ONE_DRAW_SLOTS),
     reference=(
         "TensorRT-LLM PR 'Honor SamplingParams.seed on the one-model speculative path' "
         "(#17599, commit 2c0eca97d3), on fresh slots: n is the request's own iteration. As "
@@ -118,7 +148,8 @@ TRTLLM_PR19601 = RngContract(
     separate_target_slots=False,
     unseeded_offsets="shared-counter",
     unseeded_offset_base=0,
-    limitations=(_ROW_SUBSEQUENCE, _ONE_DRAW_SLOTS),
+    limitations=(_ROW_SUBSEQUENCE, _ELEMENT0_LIMIT),
+    departures=(_ONE_DRAW_SLOTS, _UNSEEDED_FROM_ZERO),
     reference=(
         "TensorRT-LLM PRs #19505 (commit ca3c570f22: unseeded requests on one shared window "
         "counter) and #19601 (commit b88149e535: a seeded request's per-slot counter restarts "
@@ -154,7 +185,8 @@ TRTLLM_SLOT_SPAN_740C856B = RngContract(
     unseeded_offset_base=0,
     tree_target_slots=True,
     fused_per_row_subsequence="zero",
-    limitations=(_ROW_SUBSEQUENCE,),
+    limitations=(_ROW_SUBSEQUENCE, _ELEMENT0_LIMIT),
+    departures=(_UNSEEDED_FROM_ZERO,),
     reference=(
         "TensorRT-LLM commit 740c856b: MAX_DRAWS_PER_ROW = 32 in pyexecutor/sampler/ops/"
         "custom.py, slots rng_draft_slot(i) = T + i and rng_accept_slot = T + K in "
@@ -182,6 +214,7 @@ TRTLLM_SLOT_SPAN = replace(
         "unseeded: base = 2^62 + k * window from one shared counter"
     ),
     unseeded_offset_base=TRTLLM_UNSEEDED_OFFSET_BASE,
+    departures=(),
     fused_per_row_subsequence="offset-high-bit",
     reference=(
         "TensorRT-LLM commit 8de196e3: _RNG_SLOT_SPAN = 32 in speculative/interface.py, "

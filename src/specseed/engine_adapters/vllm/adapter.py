@@ -43,6 +43,7 @@ from specseed.core.version import __version__
 from specseed.engine_adapters.base import (
     EngineAdapter,
     EngineSettings,
+    KnobRefused,
     RequestPlan,
     RunPlan,
     RunStart,
@@ -53,13 +54,16 @@ from specseed.engine_adapters.base import (
 from specseed.engine_adapters.vllm.contracts import VLLM_GENERATORS
 from specseed.engine_adapters.vllm.info import ENGINE
 from specseed.engine_adapters.vllm.options import VllmOptions
+from specseed.engine_adapters.vllm.versions import Support, support
 from specseed.traces.records import (
     AppliedSampling,
+    FinishReason,
     Observability,
     Phase,
     RowRecord,
     SamplingEvent,
     StepRecord,
+    TokenLogprob,
     TraceRecorder,
 )
 
@@ -111,6 +115,29 @@ class _Request:
     emitted: int = 0
     decoding_iter: int = 0
     done: bool = False
+    finish: FinishReason | None = None
+    logprobs: tuple[TokenLogprob, ...] | None = None
+    children: tuple[_Request, ...] = ()
+    """For a request with ``n`` > 1: its children as vLLM serves them (``<i>_<engine id>``),
+    child 0 first; the request itself is then only the parent whose output ends them all."""
+    stops: frozenset[int] = frozenset()
+    """The tokens that end it where vLLM samples them (read from its scheduler)."""
+    stopped: bool = False
+    """A stop or end-of-sequence token ended it (rows after it emit nothing)."""
+
+    def finished(self, outputs: Sequence[Any]) -> None:
+        """Take vLLM's final outputs: one per child (``CompletionOutput.index``)."""
+        family = self.children or (self,)
+        for output in outputs:
+            index = int(getattr(output, "index", 0))
+            if 0 <= index < len(family):
+                member = family[index]
+                member.output = list(output.token_ids)
+                member.finish = finish_reason(output)
+                if member.plan.logprobs is not None:
+                    member.logprobs = completion_logprobs(output, member.plan.logprobs)
+                member.done = True
+        self.done = True
 
 
 class VllmEngine(EngineAdapter):
@@ -129,6 +156,10 @@ class VllmEngine(EngineAdapter):
             )
         self.options: VllmOptions = options_of(settings, VllmOptions)
         self._vllm = import_vllm()
+        self.support: Support = support(
+            str(getattr(self._vllm, "__version__", "unknown")), settings.device
+        )
+        """The installed release's row of the adapter's table, held to the release."""
         import torch
 
         self._torch = torch
@@ -164,8 +195,9 @@ class VllmEngine(EngineAdapter):
             # The overlap scheduler is vLLM's async scheduling: step N+1 is scheduled before
             # step N's tokens are back. Always explicit: vLLM turns it on by default.
             "async_scheduling": settings.overlap_scheduler,
-            "use_fp64_gumbel": opts.use_fp64_gumbel,
         }
+        if opts.use_fp64_gumbel or self.support.has_keyword("use_fp64_gumbel"):
+            kwargs["use_fp64_gumbel"] = opts.use_fp64_gumbel
         if opts.kv_cache_memory_bytes is not None:
             kwargs["kv_cache_memory_bytes"] = opts.kv_cache_memory_bytes
         if settings.device == "cpu":
@@ -185,9 +217,15 @@ class VllmEngine(EngineAdapter):
         config: dict[str, Any] = {
             "method": opts.speculative_method,
             "num_speculative_tokens": settings.max_draft_len,
-            "draft_sample_method": opts.draft_sample_method,
-            "rejection_sample_method": opts.rejection_sample_method,
         }
+        values = self.support.values
+        for key in ("draft_sample_method", "rejection_sample_method"):
+            # Each release spells these its own way, or lacks the key (its behaviour is
+            # specseed's default then): see versions.py. A value the release cannot take is
+            # refused before the engine starts (refusal()).
+            mapped = values.get(key, {}).get(getattr(opts, key))
+            if mapped is not None:
+                config[key] = mapped
         if opts.speculative_method in ("eagle3", "eagle", "draft_model"):
             if settings.draft_checkpoint is None:
                 raise EngineError(
@@ -202,6 +240,23 @@ class VllmEngine(EngineAdapter):
             config["synthetic_acceptance_rates"] = list(opts.synthetic_acceptance_rates)
         config.update(opts.speculative_config)
         return config
+
+    def refusal(self, settings: EngineSettings) -> str | None:
+        """Why the installed release cannot run these settings (None: it can): an option
+        value it has no spelling for, or a keyword it lacks (versions.py)."""
+        opts = options_of(settings, VllmOptions)
+        version = self.support.version
+        problems = []
+        if settings.max_draft_len > 0:
+            for key in ("draft_sample_method", "rejection_sample_method"):
+                value = getattr(opts, key)
+                if value not in self.support.values.get(key, {}):
+                    problems.append(f"{key} {value!r}")
+        if opts.use_fp64_gumbel and not self.support.has_keyword("use_fp64_gumbel"):
+            problems.append("use_fp64_gumbel")
+        if not problems:
+            return None
+        return f"vLLM {version} cannot take {', '.join(problems)} (the release lacks it)"
 
     def _needs_fresh(self, plan: RunPlan, key: tuple[Any, ...]) -> bool:
         reuse = options_of(plan.settings, VllmOptions).reuse_engine
@@ -220,7 +275,7 @@ class VllmEngine(EngineAdapter):
         llm = self._start(kwargs)
         self.engine_start_seconds.append(time.perf_counter() - started)
         self.engine_starts += 1
-        if llm.llm_engine.vllm_config.use_v2_model_runner:
+        if getattr(llm.llm_engine.vllm_config, "use_v2_model_runner", False):
             raise EngineError(
                 "vLLM runs its V2 model runner, whose counter-based sampling specseed does not "
                 "observe",
@@ -279,11 +334,37 @@ class VllmEngine(EngineAdapter):
     # -- serving ------------------------------------------------------------------------
 
     def start_run(self, plan: RunPlan) -> RunStart:
+        refused = self.refusal(plan.settings)
+        if refused is not None:
+            return RunStart(fresh_engine=False, contract=VLLM_GENERATORS.name, not_served=refused)
+        if self.support.row is None:
+            # A release outside the table: settings it cannot start with are not a verdict.
+            try:
+                _llm, fresh = self._engine_for(plan)
+            except Exception as exc:
+                message = " ".join(str(exc).split())[:300]
+                return RunStart(
+                    fresh_engine=True,
+                    contract=VLLM_GENERATORS.name,
+                    not_served=f"{self.support.why_not_observed()}, and it could not start "
+                    f"with these settings: {type(exc).__name__}: {message}",
+                )
+            return RunStart(fresh_engine=fresh, contract=VLLM_GENERATORS.name)
         _llm, fresh = self._engine_for(plan)
         return RunStart(fresh_engine=fresh, contract=VLLM_GENERATORS.name)
 
+    def observing(self, plan: RunPlan) -> bool:
+        """Whether the run's draws are recorded: asked for, and the release is one whose
+        internals the adapter's table describes (versions.py)."""
+        return options_of(plan.settings, VllmOptions).observe_rng and self.support.observable
+
     def observes(self, plan: RunPlan) -> Observability:
-        observed = OBSERVED if options_of(plan.settings, VllmOptions).observe_rng else NOT_OBSERVED
+        if options_of(plan.settings, VllmOptions).observe_rng and not self.support.observable:
+            observed = dataclasses.replace(
+                NOT_OBSERVED, notes=f"{self.support.why_not_observed()}: tokens only"
+            )
+        else:
+            observed = OBSERVED if self.observing(plan) else NOT_OBSERVED
         if plan.settings.verification == "strict" and not _all_greedy(plan):
             # vLLM verifies greedy rows by exact token match (rejection_greedy_sample), which
             # is strict verification, but sampled rows only by rejection sampling: the run is
@@ -354,6 +435,12 @@ class VllmEngine(EngineAdapter):
             "model": str(self.settings.checkpoint),
             "draft": str(self.settings.draft_checkpoint),
             "multiprocessing": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", ""),
+            # How often and for how long vLLM started so far (each run's header has the count
+            # up to it): `specseed sweep` reports a release's start time from it.
+            "engine_starts": str(self.engine_starts),
+            "engine_start_seconds": f"{sum(self.engine_start_seconds):.3f}",
+            "vllm_table_row": self.support.row.span if self.support.row else "none",
+            "vllm_observed": "wraps" if self.support.observable else "tokens only",
         }
 
 
@@ -415,21 +502,90 @@ def _bound(dispatcher: Any, name: str, override: type) -> bool:
     return isinstance(getattr(host, attr, None), override)
 
 
+KNOB_PARAMS = {
+    "min_p": "min_p",
+    "presence_penalty": "presence_penalty",
+    "frequency_penalty": "frequency_penalty",
+    "repetition_penalty": "repetition_penalty",
+    "ignore_eos": "ignore_eos",
+    "logprobs": "logprobs",
+    "n": "n",
+}
+"""Knobs whose ``SamplingParams`` field has the scenario's name and type (the rest are
+converted in ``sampling_params``)."""
+
+
 def sampling_params(plan: RequestPlan) -> Any:
-    """vLLM's ``SamplingParams`` for a planned request (token ids only, every token asked for)."""
+    """vLLM's ``SamplingParams`` for a planned request: token ids only, temperature, top-k,
+    top-p, seed and max_tokens always, every other knob only where the request sets it (an
+    unset one keeps vLLM's default)."""
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
+    knobs = plan.knobs()
+    extra: dict[str, Any] = {KNOB_PARAMS[k]: v for k, v in knobs.items() if k in KNOB_PARAMS}
+    if "logit_bias" in knobs:
+        extra["logit_bias"] = dict(knobs["logit_bias"])
+    if "stop_token_ids" in knobs:
+        extra["stop_token_ids"] = list(knobs["stop_token_ids"])
+    if "stop" in knobs:
+        extra["stop"] = list(knobs["stop"])
     return SamplingParams(
         temperature=plan.temperature,
         top_k=plan.top_k if plan.top_k > 0 else 0,
         top_p=plan.top_p,
         seed=plan.seed,
         max_tokens=plan.max_tokens,
-        ignore_eos=True,
-        detokenize=False,
+        # Stop strings are matched on the detokenized text: only they need it.
+        detokenize="stop" in knobs,
         output_kind=RequestOutputKind.FINAL_ONLY,
+        **extra,
     )
+
+
+def refusal(exc: BaseException, plan: RequestPlan) -> str | None:
+    """vLLM's own words when ``add_request`` refused a knob this request sets (a
+    ``VLLMValidationError`` naming one, such as 0.32.0's "The min_p and logit_bias sampling
+    parameters are not yet supported with speculative decoding."); None for anything else."""
+    if type(exc).__name__ != "VLLMValidationError":
+        return None
+    text = str(exc)
+    named = getattr(exc, "parameter", None)
+    if named in plan.knobs() or any(k in text for k in plan.knobs()):
+        return text
+    return None
+
+
+def completion_logprobs(output: Any, top_n: int) -> tuple[TokenLogprob, ...] | None:
+    """A ``CompletionOutput``'s log-probabilities as the trace records them: per emitted
+    token the chosen token's and the ``top_n`` most probable (vLLM's rank 1 first)."""
+    entries = getattr(output, "logprobs", None)
+    if entries is None:
+        return None
+    reported: list[TokenLogprob] = []
+    for token, position in zip(output.token_ids, entries, strict=False):
+        by_token = dict(position.items()) if hasattr(position, "items") else {}
+        chosen = by_token.get(token)
+        if chosen is None:
+            return None
+        ranked = sorted(
+            ((t, lp) for t, lp in by_token.items() if lp.rank is not None and lp.rank <= top_n),
+            key=lambda item: item[1].rank,
+        )
+        reported.append(
+            TokenLogprob(
+                logprob=float(chosen.logprob),
+                top=tuple((int(t), float(lp.logprob)) for t, lp in ranked),
+            )
+        )
+    return tuple(reported)
+
+
+def finish_reason(output: Any) -> FinishReason | None:
+    """``stop`` or ``length`` as vLLM reported them (anything else, such as ``abort``, is
+    not a finish the trace can name)."""
+    reason = getattr(output, "finish_reason", None)
+    return reason if reason in ("stop", "length") else None
 
 
 def _all_greedy(plan: RunPlan) -> bool:
@@ -457,15 +613,18 @@ class _VllmRun:
         warmup = [self._new_request(p) for p in warmup_requests(self.plan)]
         prior = [self._new_request(p) for p in self.plan.prior_traffic]
         scenario = [self._new_request(p) for p in self.plan.requests]
-        runner = self.engine.model_runner()
+        observing = self.engine.observing(self.plan)
+        # The runner only where the wraps reach it (a release that moves it to a worker
+        # process is served tokens-only, and its engine has no runner here).
+        runner = self.engine.model_runner() if observing else None
         self.observer = RngObserver(
             device=self.engine._torch.device(self.plan.settings.device),
             request_of_row=lambda row: _row_request(runner, row),
             sampled_request=self._samples,
         )
-        self.observer.active = self.options.observe_rng
+        self.observer.active = observing
         wraps: AbstractContextManager[None] = (
-            self.observer.installed() if self.options.observe_rng else nullcontext()
+            self.observer.installed() if observing else nullcontext()
         )
         with wraps:
             for number in range(len(self.plan.warmup_batches)):
@@ -477,7 +636,10 @@ class _VllmRun:
                 self._serve(llm, prior, "prior")
             self.phase = "scenario"
             self._serve(llm, scenario, "scenario")
-        return {r.plan.request_id: tuple(r.output) for r in scenario}
+        served = [child for r in scenario for child in (r.children or (r,))]
+        for request in served:
+            self.recorder.finish(request.plan.request_id, request.finish, request.logprobs)
+        return {r.plan.request_id: tuple(r.output) for r in served}
 
     def _lookup(self, request_id: str) -> _Request | None:
         """The request behind a vLLM request id. vLLM 0.32.0 makes internal ids unique by
@@ -486,7 +648,7 @@ class _VllmRun:
         found = self.requests.get(request_id)
         if found is None and "-" in request_id:
             found = self.requests.get(request_id.rsplit("-", 1)[0])
-        return found
+        return found if found is None or not found.children else None
 
     def _samples(self, request_id: str) -> bool:
         request = self._lookup(request_id)
@@ -494,8 +656,23 @@ class _VllmRun:
 
     def _new_request(self, plan: RequestPlan) -> _Request:
         ids = self.engine.encode(plan.prompt)
-        request = _Request(plan=plan, engine_id=self.prefix + plan.request_id, prompt_ids=ids)
-        self.requests[request.engine_id] = request
+        engine_id = self.prefix + plan.request_id
+        family = plan.children()
+        # vLLM fans a request with n > 1 out into children "<i>_<its internal id>"
+        # (vllm/v1/engine/parallel_sampling.py, ParentRequest.get_child_info), each with
+        # seed + i where the request is seeded: the rows name the children.
+        children = (
+            tuple(
+                _Request(plan=child, engine_id=f"{i}_{engine_id}", prompt_ids=ids)
+                for i, child in enumerate(family)
+            )
+            if len(family) > 1
+            else ()
+        )
+        request = _Request(plan=plan, engine_id=engine_id, prompt_ids=ids, children=children)
+        self.requests[engine_id] = request
+        for child in children:
+            self.requests[child.engine_id] = child
         return request
 
     def _serve(self, llm: Any, requests: Sequence[_Request], phase: Phase) -> None:
@@ -507,11 +684,18 @@ class _VllmRun:
         while pending or any(not r.done for r in requests):
             while pending and pending[0].plan.arrival_step <= local_step:
                 request = pending.pop(0)
-                engine.add_request(
-                    request.engine_id,
-                    TokensPrompt(prompt_token_ids=list(request.prompt_ids)),
-                    sampling_params(request.plan),
-                )
+                try:
+                    engine.add_request(
+                        request.engine_id,
+                        TokensPrompt(prompt_token_ids=list(request.prompt_ids)),
+                        sampling_params(request.plan),
+                    )
+                except Exception as exc:
+                    refused = refusal(exc, request.plan)
+                    if refused is None:
+                        raise
+                    raise KnobRefused(refused) from exc
+                self._note_stops(engine, request)
             if not engine.has_unfinished_requests():
                 if pending:  # idle until the next arrival: no engine step to run
                     local_step = pending[0].plan.arrival_step
@@ -520,15 +704,33 @@ class _VllmRun:
             self.recorder.at(self.step, phase, engine.get_num_unfinished_requests())
             self.observer.begin_step(self.step)
             for output in engine.step():
-                finished = self._lookup(output.request_id)
+                finished = self.requests.get(output.request_id)
                 if finished is not None and output.finished:
-                    finished.output = list(output.outputs[0].token_ids)
-                    finished.done = True
+                    finished.finished(output.outputs)
             self._record_step(phase)
             self.step += 1
             local_step += 1
             if self.step > MAX_STEPS:
                 raise EngineError(f"no progress after {MAX_STEPS} engine steps")
+
+    def _note_stops(self, engine: Any, request: _Request) -> None:
+        """Read, from vLLM's scheduler, the tokens that end each request it just queued:
+        the processed ``SamplingParams`` hold its stop token ids with the generation config's
+        end-of-sequence ids merged in and ``eos_token_id`` (None under ``ignore_eos``), which
+        ``vllm/v1/core/sched/utils.py`` ``check_stop`` compares each sampled token with."""
+        scheduler = getattr(getattr(engine.engine_core, "engine_core", None), "scheduler", None)
+        queued = getattr(scheduler, "requests", None)
+        if not isinstance(queued, dict):
+            return
+        for member in request.children or (request,):
+            for internal, held in queued.items():
+                if internal.rsplit("-", 1)[0] != member.engine_id:
+                    continue
+                params = held.sampling_params
+                stops = set(params.stop_token_ids or ())
+                if params.eos_token_id is not None:
+                    stops.add(params.eos_token_id)
+                member.stops = frozenset(stops)
 
     def _record_step(self, phase: Phase) -> None:
         observer = self.observer
@@ -554,8 +756,12 @@ class _VllmRun:
     ) -> RowRecord:
         sampled = batch.sampled[row]
         remaining = request.plan.max_tokens - request.emitted
-        discarded = batch.discarded[row] or remaining <= 0
-        emitted = () if discarded else sampled[:remaining]
+        if request.done:  # it ended in this step: vLLM emitted what its output holds
+            remaining = min(remaining, len(request.output) - request.emitted)
+        discarded = batch.discarded[row] or remaining <= 0 or request.stopped
+        emitted = () if discarded else _until_stop(sampled[:remaining], request.stops)
+        if emitted and emitted[-1] in request.stops:
+            request.stopped = True
         first = request.emitted
         decoding_iter = request.decoding_iter
         if not discarded:
@@ -591,6 +797,15 @@ class _VllmRun:
             discarded=discarded,
             applied=_applied(applied, row),
         )
+
+
+def _until_stop(tokens: Sequence[int], stops: frozenset[int]) -> tuple[int, ...]:
+    """The tokens vLLM keeps of a row's sampled ones: up to and including the first that
+    ends the request (vLLM checks each sampled token in order and drops the rest)."""
+    for i, token in enumerate(tokens):
+        if token in stops:
+            return tuple(tokens[: i + 1])
+    return tuple(tokens)
 
 
 def _applied(batch: Any, row: int) -> AppliedSampling | None:

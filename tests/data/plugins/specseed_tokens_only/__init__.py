@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict
 
 from specseed.core.contracts import IDEAL, RngContract
-from specseed.engine_adapters.base import EngineAdapter, RunPlan, warmup_requests
+from specseed.engine_adapters.base import EngineAdapter, KnobRefused, RunPlan, warmup_requests
 from specseed.engine_adapters.registry import EngineInfo, Package, Placement
 from specseed.traces.records import TOKENS_ONLY, TraceRecorder
 
@@ -66,6 +66,8 @@ class TokensOnlyEngine(EngineAdapter):
 
     def serve(self, plan: RunPlan, recorder: TraceRecorder) -> Mapping[str, tuple[int, ...]]:
         options = TokensOnlyOptions.model_validate(plan.settings.options.model_dump())
+        if any(r.knobs() for r in plan.requests):  # it implements no other knob: it says so
+            raise KnobRefused("tokens-only takes temperature, top_k and top_p only")
         counter = 0  # an engine-wide counter: unseeded requests, or every one if ignore_seed
         outputs = {}
         for request in (*warmup_requests(plan), *plan.prior_traffic, *plan.requests):

@@ -1,0 +1,121 @@
+"""Logits processors: what the sampling knobs beyond temperature, top-k and top-p do to a
+row of logits before it is sampled, in vLLM's order and arithmetic.
+
+``logit_bias`` is added first; then the penalties, counted over the context the row is
+conditioned on (vLLM's ``apply_penalties``, vllm/model_executor/layers/utils.py): repetition
+divides positive logits and multiplies negative ones of every token in the prompt or output,
+frequency subtracts ``penalty x count`` of each output token, presence subtracts ``penalty``
+once per distinct output token. Temperature follows (``probs_from_logits``), then ``min_p``
+(keep tokens whose probability is at least ``min_p`` x the largest, renormalised), then the
+kernels' top-k/top-p. A processor that is unset does nothing, not even a renormalisation, so
+a request without knobs is sampled bit for bit as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Processors:
+    """The knobs of one request that change logits or probabilities (None: unset)."""
+
+    logit_bias: tuple[tuple[int, float], ...] | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
+    min_p: float | None = None
+
+    @property
+    def changes_logits(self) -> bool:
+        """Whether any processor before temperature is set (to a value that does something)."""
+        return bool(self.logit_bias) or self.penalises
+
+    @property
+    def penalises(self) -> bool:
+        return (
+            bool(self.presence_penalty)
+            or bool(self.frequency_penalty)
+            or (self.repetition_penalty is not None and self.repetition_penalty != 1.0)
+        )
+
+    @property
+    def filters(self) -> bool:
+        return bool(self.min_p)
+
+    @property
+    def active(self) -> bool:
+        return self.changes_logits or self.filters
+
+
+NONE = Processors()
+
+
+def process_logits(
+    logits: torch.Tensor,
+    processors: Processors,
+    prompt: Sequence[int],
+    outputs: Sequence[Sequence[int]],
+) -> torch.Tensor:
+    """``logits`` [rows, vocab] (float32) after logit_bias and the penalties; row ``i`` is
+    conditioned on ``prompt`` + ``outputs[i]`` (the generated tokens before it)."""
+    if not processors.changes_logits:
+        return logits
+    out = logits.float().clone()
+    vocab = out.shape[-1]
+    if processors.logit_bias:
+        ids = torch.tensor([t for t, _ in processors.logit_bias if t < vocab], dtype=torch.long)
+        bias = torch.tensor([b for t, b in processors.logit_bias if t < vocab], dtype=torch.float32)
+        out[:, ids] += bias
+    if not processors.penalises:
+        return out
+    prompt_mask = torch.zeros(vocab, dtype=torch.bool)
+    if prompt:
+        prompt_mask[torch.tensor([t for t in prompt if 0 <= t < vocab], dtype=torch.long)] = True
+    for i, generated in enumerate(outputs):
+        counts = torch.zeros(vocab, dtype=torch.float32)
+        if generated:
+            counts.index_add_(
+                0,
+                torch.tensor(list(generated), dtype=torch.long),
+                torch.ones(len(generated), dtype=torch.float32),
+            )
+        row = out[i]
+        penalty = processors.repetition_penalty
+        if penalty is not None and penalty != 1.0:
+            seen = prompt_mask | (counts > 0)
+            scaled = torch.where(row > 0, row / penalty, row * penalty)
+            row = torch.where(seen, scaled, row)
+        if processors.frequency_penalty:
+            row = row - processors.frequency_penalty * counts
+        if processors.presence_penalty:
+            row = row - processors.presence_penalty * (counts > 0).float()
+        out[i] = row
+    return out
+
+
+def min_p_filter(probs: torch.Tensor, min_p: float | None) -> torch.Tensor:
+    """Probabilities [rows, vocab] with every token below ``min_p`` x its row's largest set
+    to 0, renormalised (unchanged when min_p is unset or 0)."""
+    if not min_p:
+        return probs
+    top = probs.max(dim=-1, keepdim=True).values
+    kept = torch.where(probs >= min_p * top, probs, torch.zeros_like(probs))
+    return kept / kept.sum(dim=-1, keepdim=True)
+
+
+def top_logprobs(
+    probs: torch.Tensor, token: int, count: int
+) -> tuple[float, tuple[tuple[int, float], ...]]:
+    """The natural-log probability of ``token`` under ``probs`` [vocab], and the ``count``
+    most probable tokens with theirs (tokens of probability 0 left out; ties by id)."""
+    logp = torch.log(probs.double())
+    chosen = float(logp[token])
+    if count <= 0:
+        return chosen, ()
+    # A stable sort of -p: most probable first, equal ones by id.
+    order = torch.sort(-probs.double(), stable=True).indices[:count].tolist()
+    return chosen, tuple((t, float(logp[t])) for t in order if float(probs[t]) > 0.0)

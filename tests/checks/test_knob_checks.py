@@ -1,0 +1,201 @@
+"""The knob checks on token-only traces (what a black-box server gives): each fails on the
+evidence of its defect and names it, passes on a correct run, and skips what it cannot see.
+(tests/test_detection_matrix.py shows each failing on the reference engine's injection.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specseed.checks.context import CheckContext
+from specseed.checks.knobs import (
+    children_distinct,
+    knob_equivalence,
+    knobs_honoured,
+    logprobs_sane,
+    stop_boundaries,
+)
+from specseed.engine_adapters.contracts import get_contract
+from specseed.scenarios.schema import Expectation, Scenario
+from specseed.traces.records import (
+    TOKENS_ONLY,
+    EngineConfigRecord,
+    RequestInfo,
+    RunEnd,
+    RunHeader,
+    RunTrace,
+    TokenLogprob,
+)
+
+SCENARIO = Scenario.model_validate(
+    {
+        "name": "s",
+        "description": "d",
+        "requests": {"a": {"prompt": [1]}},
+        "runs": [{"name": "r", "requests": ["a"]}],
+    }
+)
+
+
+def _info(rid: str, temperature: float = 0.0, seed: int | None = None, **knobs: Any) -> RequestInfo:
+    return RequestInfo(rid, "scenario", (7, 8), seed, temperature, 0, 1.0, 8, 0, **knobs)
+
+
+def _trace(
+    name: str,
+    requests: list[RequestInfo],
+    outputs: dict[str, tuple[int, ...]],
+    k: int = 3,
+    **end: Any,
+) -> RunTrace:
+    header = RunHeader(
+        "s",
+        name,
+        "http",
+        EngineConfigRecord(max_draft_len=k),
+        "ideal",
+        tuple(requests),
+        observability=TOKENS_ONLY,
+    )
+    return RunTrace(header, (), RunEnd(outputs=outputs, **end))
+
+
+def _ctx(*traces: RunTrace) -> CheckContext:
+    return CheckContext(SCENARIO, {t.name: t for t in traces}, get_contract("ideal"))
+
+
+def _one(found: Any) -> Any:
+    (finding,) = list(found)
+    return finding
+
+
+TOKENS = (5, 6, 7, 9, 10, 11, 12, 13)
+
+
+def test_stop_boundaries() -> None:
+    info = _info("a", stop_token_ids=(9,))
+    past = _trace("r", [info], {"a": TOKENS}, finish_reasons={"a": "stop"})
+    finding = _one(stop_boundaries(_ctx(past), past))
+    assert finding.status == "fail" and [s.defect for s in finding.suspects] == ["tokens-past-stop"]
+    short = _trace("r", [_info("b")], {"b": (5, 6)}, finish_reasons={"b": "length"})
+    assert "finish reason length" in _one(stop_boundaries(_ctx(short), short)).message
+    good = _trace("r", [info], {"a": TOKENS[:4]}, finish_reasons={"a": "stop"})
+    assert _one(stop_boundaries(_ctx(good), good)).status == "pass"
+
+
+def test_logprobs_sane() -> None:
+    info = _info("a", logprobs=2)
+    top = ((5, -0.1), (6, -2.5))
+    fake = _trace("r", [info], {"a": (5,)}, logprobs={"a": (TokenLogprob(0.0, top),)})
+    finding = _one(logprobs_sane(_ctx(fake), fake))
+    assert finding.status == "fail" and [s.defect for s in finding.suspects] == ["fake-logprobs"]
+    over = _trace(
+        "r", [info], {"a": (5,)}, logprobs={"a": (TokenLogprob(-0.1, ((5, -0.1), (6, -0.2))),)}
+    )
+    assert "sum past 1" in _one(logprobs_sane(_ctx(over), over)).message
+    good = _trace("r", [info], {"a": (5,)}, logprobs={"a": (TokenLogprob(-0.1, top),)})
+    assert _one(logprobs_sane(_ctx(good), good)).status == "pass"
+    unseen = _trace("r", [info], {"a": (5,)})
+    assert _one(logprobs_sane(_ctx(unseen), unseen)).status == "skip"
+
+
+def test_children_distinct_names_shared_children_only_when_a_control_differs() -> None:
+    requests = [
+        _info("p", 1.0, 3, n=2),
+        RequestInfo("p#1", "scenario", (7, 8), 4, 1.0, 0, 1.0, 8, 0, parent="p"),
+        _info("c", 1.0, 5),
+    ]
+    shared = _trace("r", requests, {"p": TOKENS, "p#1": TOKENS, "c": TOKENS[::-1]})
+    finding = _one(children_distinct(_ctx(shared), shared))
+    assert [s.defect for s in finding.suspects] == ["children-shared-stream"]
+    everyone = _trace("r", requests, {"p": TOKENS, "p#1": TOKENS, "c": TOKENS})
+    finding = _one(children_distinct(_ctx(everyone), everyone))
+    assert finding.status == "fail" and not finding.suspects  # left to the stream checks
+    missing = _trace("r", requests, {"p": TOKENS, "c": TOKENS})
+    assert "1 completions returned" in _one(children_distinct(_ctx(missing), missing)).message
+    fine = _trace("r", requests, {"p": TOKENS, "p#1": TOKENS[::-1], "c": TOKENS})
+    assert _one(children_distinct(_ctx(fine), fine)).status == "pass"
+
+
+def test_knobs_honoured() -> None:
+    greedy = _info("g")
+    ban = _info("ban", logit_bias=((6, -100.0),))
+    minp = _info("m", 1.0, 1, min_p=1.0)
+    top_k = [RequestInfo(f"k{i}", "scenario", (7, 8), i, 1.0, 50, 1.0, 8, 0) for i in range(2)]
+    requests = [greedy, ban, minp, *top_k]
+    outputs = {"g": TOKENS, "ban": TOKENS, "m": TOKENS[:3] + (1,) * 5, "k0": TOKENS, "k1": TOKENS}
+    bad = _trace("r", requests, outputs)
+    finding = _one(knobs_honoured(_ctx(bad), bad))
+    assert finding.status == "fail" and len(finding.details) == 4
+    assert {s.defect for s in finding.suspects} == {"unset-temperature-greedy"}
+    assert not _one(knobs_honoured(_ctx(bad), _trace("r0", requests, outputs, k=0))).suspects
+    good_outputs = {**outputs, "ban": (5, 7, 7, 9, 10, 11, 12, 13), "m": TOKENS, "k1": (1,) * 8}
+    good = _trace("r", requests, good_outputs)
+    assert _one(knobs_honoured(_ctx(good), good)).status == "pass"
+
+
+def test_knobs_honoured_judges_a_penalty_by_its_twins_logprobs() -> None:
+    loop = (5, 6, 5, 6, 5, 6, 5, 6)
+    # At position 2 the twin repeats 5 (log-probability -0.5); 9 is at -0.9: a presence
+    # penalty of 1 puts 9 first, one of 0.2 does not.
+    lp = tuple(TokenLogprob(-0.5, ((t, -0.5), (9, -0.9))) for t in loop)
+    twin = _info("twin", logprobs=2)
+    for penalty, penalised, status in (
+        (1.0, loop, "fail"),
+        (0.2, loop, "pass"),
+        (1.0, (5, 6, 9), "pass"),
+    ):
+        request = _info("pen", presence_penalty=penalty)
+        trace = _trace(
+            "r", [twin, request], {"twin": loop, "pen": penalised}, logprobs={"twin": lp}
+        )
+        finding = _one(knobs_honoured(_ctx(trace), trace))
+        assert finding.status == status, (penalty, finding.message)
+    assert (
+        "puts token 9 above it"
+        in _one(
+            knobs_honoured(
+                _ctx(trace),
+                _trace(
+                    "r",
+                    [twin, _info("pen", presence_penalty=1.0)],
+                    {"twin": loop, "pen": loop},
+                    logprobs={"twin": lp},
+                ),
+            )
+        ).message
+    )
+
+
+def test_knob_equivalence() -> None:
+    requests = [_info("pen", presence_penalty=1.0), _info("bias", logit_bias=((3, 2.0),))]
+    base = _trace("k0", requests, {"pen": TOKENS, "bias": TOKENS}, k=0)
+    expect = Expectation(check="knob-equivalence", runs=["k0", "k3"])
+    stale = _trace("k3", requests, {"pen": TOKENS[:4] + (1,) * 4, "bias": TOKENS})
+    finding = _one(knob_equivalence(_ctx(base, stale), expect))
+    # The logit_bias request held: the penalties, not every knob, went wrong.
+    assert finding.suspect_groups == (("penalty-stale-in-step",),)
+    dropped = _trace("k3", requests, {"pen": TOKENS[:4] + (1,) * 4, "bias": (1,) * 8})
+    finding = _one(knob_equivalence(_ctx(base, dropped), expect))
+    assert finding.suspect_groups[1] == ("spec-knobs-dropped",)
+    same = _trace("k3", requests, {"pen": TOKENS, "bias": TOKENS})
+    assert _one(knob_equivalence(_ctx(base, same), expect)).status == "pass"
+    flipped = Expectation(check="knob-equivalence", runs=["k3", "k0"])
+    assert _one(knob_equivalence(_ctx(base, same), flipped)).status == "skip"
+
+
+def test_knob_equivalence_past_stop_and_fake_logprobs() -> None:
+    info = _info("a", logprobs=1)
+    lp = tuple(TokenLogprob(-0.5, ((t, -0.5),)) for t in TOKENS[:4])
+    base = _trace(
+        "k0", [info], {"a": TOKENS[:4]}, k=0, finish_reasons={"a": "stop"}, logprobs={"a": lp}
+    )
+    expect = Expectation(check="knob-equivalence", runs=["k0", "k3"])
+    past = _trace("k3", [info], {"a": TOKENS}, finish_reasons={"a": "length"})
+    finding = _one(knob_equivalence(_ctx(base, past), expect))
+    assert [s.defect for s in finding.suspects] == ["tokens-past-stop"]
+    fake = tuple(TokenLogprob(0.0 if i else -0.5, x.top) for i, x in enumerate(lp))
+    zero = _trace(
+        "k3", [info], {"a": TOKENS[:4]}, finish_reasons={"a": "stop"}, logprobs={"a": fake}
+    )
+    finding = _one(knob_equivalence(_ctx(base, zero), expect))
+    assert [s.defect for s in finding.suspects] == ["fake-logprobs"]

@@ -1,0 +1,70 @@
+"""Seed collisions from tokens alone (``checks/seed_collisions.py``): a seed kept in 32 bits
+fails, a correct engine passes, whether chance is bounded by the target's probabilities or,
+with no model, by control pairs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from specseed.checks.seed_collisions import _hypergeometric_tail
+from specseed.plan.planning import plan_audit
+from specseed.run.execute import evaluate, run_audit
+from specseed.run.results import ScenarioResult
+from specseed.scenarios.schema import AuditConfig, EngineConfig
+
+
+def _distinct_seeds(*defects: str) -> ScenarioResult:
+    config = AuditConfig(
+        engine=EngineConfig(options={"defects": list(defects)}), scenarios=["distinct-seeds"]
+    )
+    return run_audit(config, plan_audit(config, Path.cwd()), Path.cwd()).scenarios[0]
+
+
+@pytest.fixture(scope="module")
+def truncated() -> ScenarioResult:
+    return _distinct_seeds("seed-high-bits-dropped")
+
+
+def _collisions(findings: list) -> object:  # type: ignore[type-arg]
+    [finding] = [f for f in findings if f.check == "seed-collisions"]
+    return finding
+
+
+def test_a_correct_engine_passes_and_a_seed_kept_in_32_bits_fails(
+    truncated: ScenarioResult,
+) -> None:
+    good = _collisions(list(_distinct_seeds().findings))
+    assert good.status == "pass" and "28 pairs" in good.message  # type: ignore[attr-defined]
+    bad = _collisions(list(truncated.findings))
+    assert bad.status == "fail"  # type: ignore[attr-defined]
+    assert {s.defect for s in bad.suspects} == {"seed-high-bits-dropped"}  # type: ignore[attr-defined]
+    assert len(bad.details) == 4 and all(  # type: ignore[attr-defined]
+        "the target's probabilities" in line
+        for line in bad.details  # type: ignore[attr-defined]
+    )
+    assert set(bad.requests) == {  # type: ignore[attr-defined]
+        "s1", "s1-high", "s2", "s2-high", "s3", "s3-high", "s-neg", "s-neg-high"
+    }  # fmt: skip
+
+
+def test_without_a_model_control_pairs_bound_chance(truncated: ScenarioResult) -> None:
+    # The same streams from an engine whose model specseed cannot load (as a server over
+    # HTTP): 4 of 4 tested pairs identical against 0 of 24 controls.
+    traces = {
+        name: replace(
+            trace,
+            header=replace(
+                trace.header,
+                engine_config=replace(trace.header.engine_config, name="no-model-here"),
+            ),
+        )
+        for name, trace in truncated.traces.items()
+    }
+    bad = _collisions(evaluate(truncated.scenario, traces, "ideal"))
+    assert bad.status == "fail"  # type: ignore[attr-defined]
+    assert {s.defect for s in bad.suspects} == {"seed-high-bits-dropped"}  # type: ignore[attr-defined]
+    assert all("4 of 4 tested pairs identical against 0 of 24" in d for d in bad.details)  # type: ignore[attr-defined]
+    assert _hypergeometric_tail(28, 4, 4, 4) == pytest.approx(1 / 20475)
