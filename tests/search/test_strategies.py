@@ -4,6 +4,7 @@ reached (issue 37). No engine runs here."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -11,10 +12,13 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
-from specseed.scenarios.schema import INT64_MIN, UINT64_MAX, RequestSpec, Scenario
+from specseed.scenarios.schema import KNOB_NAMES, INT64_MIN, UINT64_MAX, RequestSpec, Scenario
 from specseed.search.coverage import case_coverage, seed_class
 from specseed.search.strategies import (
+    CORE_FIELDS,
     EDGE_SEEDS,
+    K0_FIRST,
+    MAX_KNOBS,
     REQUEST_FIELDS,
     UNSET,
     VARIANT_CHECKS,
@@ -64,8 +68,8 @@ def test_a_field_without_an_entry_is_drawn_from_its_type_and_bounds(
     strategy = generic_field(name, FutureKnobs.model_fields[name])
     assert strategy is not None
     value = data.draw(strategy(BOUNDS, "seeded"))
-    if value is not UNSET:
-        FutureKnobs.model_validate({name: value})  # within the field's bounds
+    assert value is not UNSET  # a knob: whether it is set at all is chosen before
+    FutureKnobs.model_validate({name: value})  # within the field's bounds
 
 
 @FAST
@@ -77,6 +81,7 @@ def test_a_field_without_an_entry_is_drawn_from_its_type_and_bounds(
 def test_requests_are_of_their_kind_and_validate(request: tuple[str, dict[str, Any]]) -> None:
     kind, spec = request
     RequestSpec.model_validate(spec)
+    assert len(set(spec) - set(CORE_FIELDS)) <= MAX_KNOBS
     assert (spec.get("temperature") == 0.0) == (kind == "greedy")
     assert (spec.get("seed") is not None) == (kind == "seeded")
     prompt = spec["prompt"]
@@ -90,8 +95,10 @@ def _check_case(case: dict[str, Any], bounds: TrafficBounds) -> Scenario:
     runs = {run.name: run for run in scenario.runs}
     assert scenario.runs[0].name == "base"
     for expectation in scenario.expect:
-        assert expectation.runs[0] == "base"
-        (other,) = expectation.runs[1:]
+        first, other = expectation.runs
+        if expectation.check in K0_FIRST:  # the K = 0 run first, the speculative one after
+            first, other = other, first
+        assert first == "base"
         assert expectation.check in VARIANT_CHECKS[other]
         assert runs[other].requests  # the run exists and serves something
     if bounds.fixed_settings:
@@ -139,11 +146,15 @@ def test_the_search_reaches_the_edges_the_issue_names() -> None:
     seen: dict[str, set[str]] = {}
     twins: list[tuple[int, int]] = []
 
-    @settings(FAST, max_examples=200)
+    @settings(FAST, max_examples=300)
     @given(case=cases(BOUNDS))
     def draw(case: dict[str, Any]) -> None:
         coverage = case_coverage(
-            case, longest_prompt=BOUNDS.longest_prompt, max_num_requests=8, max_draft_len=3
+            case,
+            longest_prompt=BOUNDS.longest_prompt,
+            max_num_requests=8,
+            max_draft_len=3,
+            sampling_fields=RequestSpec.model_fields,
         )
         for dimension, bins in coverage.counts.items():
             seen.setdefault(dimension, set()).update(bins)
@@ -155,7 +166,7 @@ def test_the_search_reaches_the_edges_the_issue_names() -> None:
     draw()
     assert {"greedy+seeded+unseeded"} <= seen["mix"]
     edges = {seed_class(seed) for seed in EDGE_SEEDS} - {"< 2^32", ">= 2^32", "negative"}
-    assert len(seen["seeds"] & edges) >= 5 and ">= 2^32" in seen["seeds"], seen["seeds"]
+    assert len(seen["seeds"] & edges) >= 4 and ">= 2^32" in seen["seeds"], seen["seeds"]
     assert twins and "pair differing in high bits only" in seen["seeds"]
     assert {"1", "near the context length"} <= seen["prompt"]
     assert "warmup above max" in seen["warmup"] and "prior traffic" in seen["warmup"]
@@ -164,6 +175,28 @@ def test_the_search_reaches_the_edges_the_issue_names() -> None:
     assert {"again", "alone", "permuted", "uptime", "overlap", "k0"} <= seen["runs"]
     assert "staggered" in seen["arrivals"]
     assert seen.get("statistical")
+    # Every sampling knob of the scenario model is set somewhere.
+    assert set(KNOB_NAMES) <= seen["knobs"], set(KNOB_NAMES) - seen["knobs"]
+
+
+@FAST
+@given(case=invariance_cases(replace(BOUNDS, knobs=("min_p", "logprobs"))))
+def test_a_knob_the_engine_refuses_is_never_sent(case: dict[str, Any]) -> None:
+    for request in case["requests"].values():
+        assert set(request) - set(CORE_FIELDS) <= {"min_p", "logprobs"}
+
+
+def test_a_case_with_greedy_requests_and_a_k0_run_holds_knobs_to_it() -> None:
+    # knob-equivalence names the K = 0 run first; it rides with greedy-spec-equivalence.
+    found: list[dict[str, Any]] = []
+
+    @settings(FAST, max_examples=100)
+    @given(case=invariance_cases(BOUNDS))
+    def draw(case: dict[str, Any]) -> None:
+        found.extend(e for e in case.get("expect", ()) if e["check"] == "knob-equivalence")
+
+    draw()
+    assert found and all(e["runs"] == ["k0", "base"] for e in found)
 
 
 @pytest.mark.parametrize("seed", EDGE_SEEDS)

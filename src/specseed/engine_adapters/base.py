@@ -236,6 +236,9 @@ class TrafficLimits:
     fixed_settings: bool = False
     """True when a run cannot change the engine settings (a server over HTTP): every run is
     served with the settings the engine has."""
+    refused_knobs: frozenset[str] = frozenset()
+    """Sampling knobs (``REQUEST_KNOBS``) the engine refuses whatever their value, known
+    before any run (a knob refused only at serve time is ``KnobRefused`` there)."""
 
 
 def held_at_once(plan: RunPlan) -> int:

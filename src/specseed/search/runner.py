@@ -37,13 +37,14 @@ from specseed.scenarios.schema import UINT64_MAX, AuditConfig
 from specseed.search.coverage import Coverage, case_coverage
 from specseed.search.statistics import STATISTICAL_CHECKS
 from specseed.search.strategies import TrafficBounds, cases, field_strategies, is_statistical
+from specseed.traces.records import REQUEST_KNOBS
 
 if TYPE_CHECKING:
     from specseed.engine_adapters.base import EngineAdapter, EngineSettings
 
 EXAMPLES_PER_RUN = 25
 """Cases one Hypothesis run draws before the next starts from a fresh random stream."""
-DATABASE_KEY = b"specseed-search-v1"
+DATABASE_KEY = b"specseed-search-v2"
 """The example database's key for drawn cases: bump it when the strategies change what a
 stored example draws."""
 SEED_SHIFT = 0x9E3779B97F4A7C15
@@ -150,6 +151,8 @@ class SliceResult:
     unexplored: tuple[str, ...] = ()
     """Request fields with no strategy (left unset)."""
     hypothesis_errors: list[str] = field(default_factory=list)
+    """Notes for the report: Hypothesis's complaints (an unreliable case), and the first
+    refusals of a knob by the engine."""
     seconds: float = 0.0
     interrupted: bool = False
     """A signal stopped it (what it did until then is here)."""
@@ -300,6 +303,7 @@ class _Slice:
             # and a K = 0 baseline needs a setting it cannot change: no statistical cases.
             statistical=self.options.statistical and not limits.fixed_settings,
             comparisons=registered_comparison_ids(),
+            knobs=tuple(k for k in REQUEST_KNOBS if k not in limits.refused_knobs),
         )
         strategies = field_strategies()
         self.fields = tuple(name for name, s in strategies.items() if s is not None)
@@ -451,6 +455,17 @@ class _Slice:
             return None
         if result.interrupted:
             raise KeyboardInterrupt
+        refusals = [
+            trace.end.refused
+            for scenario in result.scenarios
+            for trace in scenario.traces.values()
+            if trace.end.refused is not None
+        ]
+        if refusals:  # a knob the engine says it does not take: not judged, not a pass
+            note = f"the engine refused a sampling knob: {refusals[0]}"[:300]
+            if note not in self.result.hypothesis_errors and len(self.result.hypothesis_errors) < 3:
+                self.result.hypothesis_errors.append(note)
+            return None
         return tuple(f for s in result.scenarios for f in s.findings)
 
     # -- reporting -----------------------------------------------------------------------

@@ -24,9 +24,14 @@ draws, distinct seeds, unseeded independence, runs complete). One case in
 Requests are drawn field by field from :data:`REQUEST_FIELDS`, one entry per field of the
 scenario model's ``RequestSpec``: a field added to the model is covered by adding its entry
 (until then it is drawn from its type and bounds by :func:`generic_field`, or left unset
-where those say too little). Hypothesis shrinks toward the first branch of each choice, so
-the branches are ordered simplest first: fewer requests, short prompts, small seeds, the
-field unset, no extra run.
+where those say too little). The fields of :data:`CORE_FIELDS` (prompt, seed, temperature,
+top-k, top-p, max_tokens) are drawn for every request; of the others, the sampling knobs
+(min_p, logit_bias, the penalties, stop, stop_token_ids, ignore_eos, logprobs, n), each
+request sets at most :data:`MAX_KNOBS`, chosen among those the engine takes
+(``TrafficBounds.knobs``): a bounded draw that still reaches every knob and every pair of
+them, and that shrinks by dropping a knob. Hypothesis shrinks toward the first branch of
+each choice, so the branches are ordered simplest first: fewer requests, short prompts,
+small seeds, the field unset, no knob, no extra run.
 """
 
 from __future__ import annotations
@@ -89,11 +94,22 @@ VARIANT_CHECKS: Mapping[str, tuple[str, ...]] = {
     "permuted": ("position-invariance",),
     "uptime": ("uptime-invariance",),
     "overlap": ("overlap-invariance",),
-    "k0": ("greedy-spec-equivalence",),
+    "k0": ("greedy-spec-equivalence", "knob-equivalence"),
     "baseline": ("losslessness",),
 }
 """The comparison checks each run beside ``base`` makes testable (a check not registered in
 this installation is left out)."""
+
+K0_FIRST = frozenset({"knob-equivalence"})
+"""Comparisons that name the K = 0 run first (``knob-equivalence`` holds the speculative run
+to it); the others name ``base`` first."""
+
+CORE_FIELDS: tuple[str, ...] = ("prompt", "seed", "temperature", "top_k", "top_p", "max_tokens")
+"""The request fields drawn for every request; every other field is a knob (at most
+:data:`MAX_KNOBS` of them per request)."""
+MAX_KNOBS = 2
+"""Most knobs one request sets: every knob and every pair of them is reached, and a case
+stays readable (and cheap to shrink) where ten knobs per request would not."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +134,9 @@ class TrafficBounds:
     """Draw statistical cases (``distribution``, ``losslessness``)."""
     comparisons: tuple[str, ...] = COMPARISON_CHECK_IDS
     """Comparison checks this installation registers."""
+    knobs: tuple[str, ...] | None = None
+    """The knobs a request may set (None: every knob field of the model); an engine that
+    refuses a knob outright (``TrafficLimits.refused_knobs``) is not sent it."""
 
     @property
     def longest_prompt(self) -> int:
@@ -129,7 +148,8 @@ class TrafficBounds:
 # -- request fields -------------------------------------------------------------------------
 
 FieldStrategy = Callable[[TrafficBounds, RequestKind], st.SearchStrategy[Any]]
-"""A field's strategy for a request of a kind; it draws a value or :data:`UNSET`."""
+"""A field's strategy for a request of a kind; it draws a value or :data:`UNSET` (a knob's
+draws a value: whether it is set at all is chosen before)."""
 
 
 def optional(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -185,7 +205,7 @@ def _max_tokens(bounds: TrafficBounds, kind: RequestKind) -> st.SearchStrategy[A
 
 
 def _token_ids(bounds: TrafficBounds, kind: RequestKind) -> st.SearchStrategy[Any]:
-    return optional(st.lists(st.integers(0, bounds.vocab_size - 1), min_size=1, max_size=3))
+    return st.lists(st.integers(0, bounds.vocab_size - 1), min_size=1, max_size=3)
 
 
 REQUEST_FIELDS: dict[str, FieldStrategy] = {
@@ -195,18 +215,23 @@ REQUEST_FIELDS: dict[str, FieldStrategy] = {
     "top_k": _top_k,
     "top_p": _top_p,
     "max_tokens": _max_tokens,
-    # The sampling knobs (OpenAI / vLLM names), drawn once the scenario model has them.
-    "min_p": lambda b, k: optional(_rounded(0.0, 0.5)),
-    "presence_penalty": lambda b, k: optional(_rounded(-2.0, 2.0)),
-    "frequency_penalty": lambda b, k: optional(_rounded(-2.0, 2.0)),
-    "repetition_penalty": lambda b, k: optional(_rounded(0.5, 2.0)),
+    # The sampling knobs (OpenAI / vLLM names): a value each, edges first.
+    "min_p": lambda b, k: st.one_of(st.sampled_from((0.1, 1.0)), _rounded(0.0, 0.5)),
+    "presence_penalty": lambda b, k: st.one_of(st.sampled_from((2.0, -2.0)), _rounded(-2.0, 2.0)),
+    "frequency_penalty": lambda b, k: st.one_of(
+        st.sampled_from((2.0, -2.0)), _rounded(-2.0, 2.0)
+    ),
+    "repetition_penalty": lambda b, k: st.one_of(st.just(2.0), _rounded(0.5, 2.0)),
     "stop_token_ids": _token_ids,
-    "stop": lambda b, k: optional(st.text(st.sampled_from("abcde "), min_size=1, max_size=3)),
-    "ignore_eos": lambda b, k: optional(st.booleans()),
-    "logprobs": lambda b, k: optional(st.integers(0, 5)),
-    "n": lambda b, k: optional(st.integers(1, 3)),
-    "logit_bias": lambda b, k: optional(
-        st.dictionaries(st.integers(0, b.vocab_size - 1), _rounded(-100.0, 100.0, 1), max_size=3)
+    "stop": lambda b, k: st.text(st.sampled_from("abcde "), min_size=1, max_size=3),
+    "ignore_eos": lambda b, k: st.booleans(),
+    "logprobs": lambda b, k: st.integers(0, 5),
+    "n": lambda b, k: st.integers(1, 3),
+    "logit_bias": lambda b, k: st.dictionaries(
+        st.integers(0, b.vocab_size - 1),
+        st.one_of(st.sampled_from((-100.0, 100.0)), _rounded(-100.0, 100.0, 1)),
+        min_size=1,
+        max_size=3,
     ),
 }
 """One strategy per request field (entries for fields the model lacks are not used)."""
@@ -267,11 +292,11 @@ def _from_type(annotation: Any, metadata: Sequence[Any]) -> st.SearchStrategy[An
 
 def generic_field(name: str, info: FieldInfo) -> FieldStrategy | None:
     """The strategy of a request field with no entry in :data:`REQUEST_FIELDS`: its type
-    within its bounds (small values), or None when its type says too little."""
-    inner = _from_type(info.annotation, info.metadata)
-    if inner is None:
+    within its bounds (small values), or None when its type says too little. Such a field
+    is a knob: at most :data:`MAX_KNOBS` per request are set."""
+    strategy = _from_type(info.annotation, info.metadata)
+    if strategy is None:
         return None
-    strategy = optional(inner)
     return lambda bounds, kind: strategy
 
 
@@ -287,28 +312,43 @@ def field_strategies() -> dict[str, FieldStrategy | None]:
 @functools.lru_cache(maxsize=64)
 def _field_draws(
     bounds: TrafficBounds, kind: RequestKind, copied: bool
-) -> tuple[tuple[str, st.SearchStrategy[Any]], ...]:
-    """Each field's strategy for a request of ``kind``, built once per bounds."""
-    return tuple(
+) -> tuple[tuple[tuple[str, st.SearchStrategy[Any]], ...], dict[str, st.SearchStrategy[Any]]]:
+    """Each field's strategy for a request of ``kind``, built once per bounds: the core
+    fields in order, and the knobs the request may choose among."""
+    drawn = [
         (name, strategy(bounds, kind))
         for name, strategy in field_strategies().items()
         if strategy is not None and not (copied and name in NOT_COPIED)
-    )
+    ]
+    allowed = bounds.knobs
+    core = tuple((name, s) for name, s in drawn if name in CORE_FIELDS)
+    knobs = {
+        name: s
+        for name, s in drawn
+        if name not in CORE_FIELDS and (allowed is None or name in allowed)
+    }
+    return core, knobs
 
 
 @functools.lru_cache(maxsize=64)
 def requests(
     bounds: TrafficBounds, kind: RequestKind, *, copied: bool = False
 ) -> st.SearchStrategy[dict[str, Any]]:
-    """One request of ``kind``: every field drawn from its strategy (``copied``: for the
-    ``distribution`` check, without the fields copies refuse)."""
-    fields = _field_draws(bounds, kind, copied)
+    """One request of ``kind``: every core field drawn from its strategy, and at most
+    :data:`MAX_KNOBS` knobs (``copied``: for the ``distribution`` check, without the
+    fields copies refuse)."""
+    core, knobs = _field_draws(bounds, kind, copied)
+    chosen = st.lists(st.sampled_from(sorted(knobs)), max_size=MAX_KNOBS, unique=True)
 
     @st.composite
     def request(draw: st.DrawFn) -> dict[str, Any]:
         drawn: dict[str, Any] = {}
-        for name, strategy in fields:
+        for name, strategy in core:
             value = draw(strategy)
+            if value is not UNSET:
+                drawn[name] = value
+        for name in draw(chosen) if knobs else ():
+            value = draw(knobs[name])
             if value is not UNSET:
                 drawn[name] = value
         if kind == "unseeded":
@@ -379,7 +419,7 @@ def _judged(request: dict[str, Any]) -> bool:
 
 def _expect(bounds: TrafficBounds, variant: str, runs: list[str], **extra: Any) -> list[Any]:
     return [
-        {"check": check, "runs": runs, **extra}
+        {"check": check, "runs": runs[::-1] if check in K0_FIRST else runs, **extra}
         for check in VARIANT_CHECKS[variant]
         if check in bounds.comparisons
     ]
@@ -507,7 +547,10 @@ def is_statistical(scenario: Mapping[str, Any]) -> bool:
 
 
 __all__ = [
+    "CORE_FIELDS",
     "EDGE_SEEDS",
+    "K0_FIRST",
+    "MAX_KNOBS",
     "REQUEST_FIELDS",
     "UNSET",
     "VARIANT_CHECKS",

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 
 from specseed.core.errors import InputError, OutputError
+from specseed.core.text import for_json, for_terminal
 from specseed.run.results import AuditFinished, AuditResult, EventHandler
 from specseed.scenarios.loader import LoadedScenario
 from specseed.scenarios.schema import Scenario
@@ -63,13 +64,7 @@ from specseed.search.runner import (
 )
 from specseed.search.statistics import DEFAULT_TARGET, AlarmBudget, alarm_budget
 from specseed.workflows.base import Interrupts, Workflow
-from specseed.workflows.exit_codes import (
-    EXIT_NOTHING_CHECKED,
-    EXIT_OK,
-    EXIT_OUTPUT,
-    EXIT_SIGNAL,
-    EXIT_VIOLATION,
-)
+from specseed.workflows.exit_codes import decide
 from specseed.workflows.minimize import scenario_yaml
 from specseed.workflows.outputs import AuditOutputs, check_output_paths, check_writable
 
@@ -343,7 +338,7 @@ class Search(Workflow):
         self._progress.note(f"[dim]{escape(result.alarm.text())}[/]", always=True)
         if result.database:
             self._progress.note(
-                f"[dim]example database: {escape(result.database)} (known failures first)[/]",
+                f"[dim]example database: {shown(result.database)} (known failures first)[/]",
                 always=True,
             )
 
@@ -493,22 +488,30 @@ class Search(Workflow):
                     trace_writer=bundle.trace_writer if bundle is not None else None,
                 )
             result.audit = audit
-            code = EXIT_VIOLATION
-            self.write_documents(audit, documents, lambda _r, _p: code)
+            code = self.write_documents(audit, documents, self._audit_code)
             if console is not None:
-                self.flush_terminal(lambda: console.finish(audit, code))
+                code = self.flush_terminal(lambda: console.finish(audit, code), code)
             self.emit(AuditFinished(audit, code, self.outputs.bundle))
+
+    @staticmethod
+    def _audit_code(audit: AuditResult, problems: int) -> int:
+        """The code the minimal scenarios' documents state: the search confirmed a
+        violation, so 1 whatever this one audit of them decides (a rerun that passed is
+        reported, not a reason to state 0)."""
+        return decide(
+            interrupted=audit.interrupted, violation=True, incomplete=bool(problems)
+        )
 
     def _keep_engine_log(self, result: SearchResult) -> None:
         """The scratch engine log into the bundle, once the bundle was written."""
         log, bundle = self._scratch_log, self.outputs.bundle
         if log is None or bundle is None or result.audit is None or not log.exists():
             return
-        from specseed.core.files import write_atomic
+        from specseed.core.files import write_inside
         from specseed.workflows.engine_log import ENGINE_LOG
 
-        try:
-            write_atomic(bundle / ENGINE_LOG, log.read_text(encoding="utf-8", errors="replace"))
+        try:  # inside the bundle: never through a link left at its name
+            write_inside(bundle, ENGINE_LOG, log.read_text(encoding="utf-8", errors="replace"))
         except OSError as exc:
             result.notes.append(f"the engine log could not be kept: {exc}")
 
@@ -523,7 +526,7 @@ class Search(Workflow):
                 write_document(self.json, search_json(result, self, code), "JSON report")
             except OutputError as exc:
                 problems += 1
-                self._progress.note(f"[red]Error:[/] {escape(exc.message)}")
+                self._progress.note(f"[red]Error:[/] {shown(exc.message)}")
         code = self._code(result, problems)
         consoles = self.consoles()
         if consoles is not None:
@@ -532,17 +535,23 @@ class Search(Workflow):
             err.print(coverage_table(result.coverage, result.unexplored))
             for line in self._verdict(result, code):
                 err.print(line)
+            log = self.temporary_log()
+            if log is not None:
+                from specseed.reporting.console import engine_log_note
+
+                err.print(f"[dim]{shown(engine_log_note(log))}[/]")
         return code
 
     @staticmethod
     def _code(result: SearchResult, problems: int) -> int:
-        if result.interrupted:
-            return EXIT_SIGNAL.get(result.interrupted, EXIT_SIGNAL["SIGINT"])
-        if result.failures:
-            return EXIT_VIOLATION
-        if problems:
-            return EXIT_OUTPUT
-        return EXIT_OK if result.scenarios_run else EXIT_NOTHING_CHECKED
+        """The audit's order (``exit_codes.decide``): interrupted, a confirmed failure, an
+        output not written, no scenario judged."""
+        return decide(
+            interrupted=result.interrupted,
+            violation=bool(result.failures),
+            incomplete=bool(problems),
+            checked_nothing=not result.scenarios_run,
+        )
 
     def _verdict(self, result: SearchResult, code: int) -> list[str]:
         searched = (
@@ -557,7 +566,7 @@ class Search(Workflow):
             f"{len(first) - confirmed}; statistical tests: {result.statistical_tests} of "
             f"{result.alarm.max_tests} allowed"
         ]
-        lines += [f"[dim]note: {escape(note)}[/]" for note in result.notes[:3]]
+        lines += [f"[dim]note: {shown(note)}[/]" for note in result.notes[:3]]
         if result.interrupted:
             lines.append(
                 f"[yellow]Interrupted by {result.interrupted}[/] after {searched} (exit {code})"
@@ -574,7 +583,7 @@ class Search(Workflow):
             bundle = self.outputs.bundle
             if bundle is not None:
                 lines.append(
-                    f"bundle: {escape(str(bundle))} (specseed report {escape(str(bundle))} > "
+                    f"bundle: {shown(str(bundle))} (specseed report {shown(str(bundle))} > "
                     "issue.md)"
                 )
             else:
@@ -592,6 +601,12 @@ class Search(Workflow):
                 f"(family-wise false-alarm rate <= {result.alarm.bound:.1e}) (exit {code})"
             )
         return lines
+
+
+def shown(text: str) -> str:
+    """Text specseed did not write (a path, an engine's or Hypothesis's message) as Rich
+    markup that prints it as it is, with nothing that can drive the terminal."""
+    return escape(for_terminal(text))
 
 
 def plural_cases(count: int) -> str:
@@ -674,7 +689,7 @@ def search_json(result: SearchResult, search: Search, exit_code: int) -> str:
         "interrupted": result.interrupted,
         "exit_code": exit_code,
     }
-    return json.dumps(document, indent=2) + "\n"
+    return json.dumps(for_json(document), indent=2) + "\n"
 
 
 __all__ = [
