@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
-from specseed.scenarios.schema import KNOB_NAMES, INT64_MIN, UINT64_MAX, RequestSpec, Scenario
+from specseed.scenarios.schema import INT64_MIN, KNOB_NAMES, UINT64_MAX, RequestSpec, Scenario
 from specseed.search.coverage import case_coverage, seed_class
 from specseed.search.strategies import (
     CORE_FIELDS,

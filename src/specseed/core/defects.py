@@ -195,20 +195,22 @@ SEARCH_ONLY_DEFECTS: tuple[DefectClass, ...] = (
     ),
     DefectClass(
         "seed-low-bits",
-        "seeds are looked up by their low 32 bits: a seed that shares them with an earlier "
-        "request's (one of the two above 2**32) draws from the earlier request's stream",
-        "planted by specseed (issue 37): gated on seeds above 2**32, for the search to find",
-        "the engine keeps one seed per low-32-bit value for the run: a later seed with the same "
-        "low bits samples with the first one",
+        "seeds are cached by their low 32 bits: a seed that shares them with the seed of a "
+        "request admitted in an earlier step (one of the two above 2**32) draws from that "
+        "request's stream",
+        "planted by specseed (issue 37): gated on seeds above 2**32 admitted in different "
+        "steps, for the search to find",
+        "the engine caches one seed per low-32-bit value, filled after each step: a request "
+        "admitted later whose seed has the same low bits samples with the cached one",
         search_only=True,
     ),
     DefectClass(
         "slot-reuse-offset",
-        "a sampled request on a reused sequence slot continues the offset counter of the "
+        "a top-p request on a reused sequence slot continues the offset counter of the "
         "greedy request before it",
-        "planted by specseed (issue 37): gated on slot reuse, for the search to find",
-        "a sampled request admitted to a slot on which two requests finished, the last one "
-        "greedy, starts its offset windows where the greedy request stopped",
+        "planted by specseed (issue 37): gated on slot reuse and top-p, for the search to find",
+        "a request sampled with top_p < 1, admitted to a slot on which two requests finished, "
+        "the last one greedy, starts its offset windows where the greedy request stopped",
         search_only=True,
     ),
     DefectClass(

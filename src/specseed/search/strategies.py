@@ -218,9 +218,7 @@ REQUEST_FIELDS: dict[str, FieldStrategy] = {
     # The sampling knobs (OpenAI / vLLM names): a value each, edges first.
     "min_p": lambda b, k: st.one_of(st.sampled_from((0.1, 1.0)), _rounded(0.0, 0.5)),
     "presence_penalty": lambda b, k: st.one_of(st.sampled_from((2.0, -2.0)), _rounded(-2.0, 2.0)),
-    "frequency_penalty": lambda b, k: st.one_of(
-        st.sampled_from((2.0, -2.0)), _rounded(-2.0, 2.0)
-    ),
+    "frequency_penalty": lambda b, k: st.one_of(st.sampled_from((2.0, -2.0)), _rounded(-2.0, 2.0)),
     "repetition_penalty": lambda b, k: st.one_of(st.just(2.0), _rounded(0.5, 2.0)),
     "stop_token_ids": _token_ids,
     "stop": lambda b, k: st.text(st.sampled_from("abcde "), min_size=1, max_size=3),

@@ -210,8 +210,10 @@ class Search(Workflow):
 
     def check_outputs(self) -> None:
         super().check_outputs()
+        log = self.outputs.engine_log
         check_output_paths(
-            [("--json", self.json), ("--engine-log", self.outputs.engine_log)], self.inputs()
+            [("--json", self.json), ("--engine-log", None if str(log) == "-" else log)],
+            self.inputs(),
         )
         check_writable(self.json, "JSON report")
         spec = self.database_spec
@@ -498,9 +500,7 @@ class Search(Workflow):
         """The code the minimal scenarios' documents state: the search confirmed a
         violation, so 1 whatever this one audit of them decides (a rerun that passed is
         reported, not a reason to state 0)."""
-        return decide(
-            interrupted=audit.interrupted, violation=True, incomplete=bool(problems)
-        )
+        return decide(interrupted=audit.interrupted, violation=True, incomplete=bool(problems))
 
     def _keep_engine_log(self, result: SearchResult) -> None:
         """The scratch engine log into the bundle, once the bundle was written."""

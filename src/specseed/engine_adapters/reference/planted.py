@@ -9,11 +9,13 @@ kernel call, which seed the row samples with and how many iterations its window 
 
 - ``long-prefill-shift``: a step that prefills a prompt of more than
   :data:`LONG_PROMPT` tokens moves every other row of the step one window on.
-- ``seed-low-bits``: the first seed seen with given low 32 bits stands for every later seed
-  with the same low bits.
-- ``slot-reuse-offset``: a sampled request admitted to a slot on which :data:`SLOT_REUSES`
-  requests finished, the last of them greedy, starts its windows where that greedy request
-  stopped (the slot's counter is reset only when a sampled request leaves).
+- ``seed-low-bits``: a cache of seeds keyed on their low 32 bits, filled after each step:
+  a request admitted in a later step samples with the first seed cached under its low bits
+  (requests admitted together, as the library's high-bit twins are, do not see each other).
+- ``slot-reuse-offset``: a request sampled with top-p, admitted to a slot on which
+  :data:`SLOT_REUSES` requests finished, the last of them greedy, starts its windows where
+  that greedy request stopped (the slot's counter, which the top-p path reads, is reset only
+  when a sampled request leaves).
 - ``knob-combo-window``: in a step with a greedy row, a row at temperature below
   :data:`COLD` with top_k and top_p both set moves one window on.
 """
@@ -30,8 +32,9 @@ LONG_PROMPT = 64
 """Prompts longer than this many tokens trip ``long-prefill-shift`` (the library's longest
 prompt has 22)."""
 SLOT_REUSES = 2
-"""Requests finished on a slot before ``slot-reuse-offset`` can trip for the next one (the
-library reuses slots, and after a greedy request too, but never both)."""
+"""Requests finished on a slot before ``slot-reuse-offset`` can trip for the next one, which
+must sample with top-p (the library reuses slots twice after a greedy request, but its
+requests there sample with top-k alone)."""
 COLD = 0.7
 """Temperatures below this trip ``knob-combo-window`` (the library samples at 0.8 and up)."""
 LOW_BITS = (1 << 32) - 1
@@ -52,6 +55,9 @@ class PlantedDefects:
     def __init__(self, defects: Sequence[str]) -> None:
         self.on = frozenset(defects) & frozenset(SEARCH_ONLY_DEFECT_IDS)
         self._by_low_bits: dict[int, int] = {}
+        """The seed cache of ``seed-low-bits``, as of the last step."""
+        self._pending: dict[int, int] = {}
+        """Seeds admitted since the last step (cached when it runs)."""
         self._seeds: dict[str, int] = {}
         self._finished: dict[int, int] = {}
         """Requests finished on each slot."""
@@ -68,10 +74,12 @@ class PlantedDefects:
             return
         if "seed-low-bits" in self.on and plan.seed is not None:
             seed = plan.seed & ((1 << 64) - 1)
-            self._seeds[plan.request_id] = self._by_low_bits.setdefault(seed & LOW_BITS, seed)
+            self._seeds[plan.request_id] = self._by_low_bits.get(seed & LOW_BITS, seed)
+            self._pending.setdefault(seed & LOW_BITS, seed)
         stale = self._slot_iters.get(slot)
         reused = self._finished.get(slot, 0) >= SLOT_REUSES
-        if "slot-reuse-offset" in self.on and reused and stale and not plan.greedy:
+        top_p = not plan.greedy and plan.top_p < 1.0
+        if "slot-reuse-offset" in self.on and reused and stale and top_p:
             self._base[plan.request_id] = stale
 
     def freed(self, plan: RequestPlan, slot: int, iterations: int) -> None:
@@ -84,6 +92,9 @@ class PlantedDefects:
         """The rows of the step about to be computed."""
         if not self.on:
             return
+        for low, seed in self._pending.items():
+            self._by_low_bits.setdefault(low, seed)
+        self._pending.clear()
         moved: set[str] = set()
         if "long-prefill-shift" in self.on:
             long = {r.plan.request_id for r in rows if r.prefill and r.prompt_length > LONG_PROMPT}
