@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from specseed.cli.error_boundary import error_boundary
-from specseed.cli.inputs import FLAG, check_model_yaml_argument
+from specseed.cli.inputs import ENGINE_LOG, FLAG, check_model_yaml_argument
 
 SEARCH_HELP = """Search for traffic that breaks an invariant, and shrink it to a bug report.
 
@@ -33,6 +33,7 @@ judged, 5 an output could not be written, 130/143 interrupted.
   specseed search model.yaml --budget 10m --bundle bug/ --json search.json
   specseed report bug/ > issue.md
   specseed search model.yaml --seed 7 --database ci-examples/
+  specseed search --seed 7 --jobs 1 --max-scenarios 200 --max-shrink-scenarios 100
 """
 
 
@@ -111,14 +112,26 @@ def search(
             metavar="DURATION",
         ),
     ] = "2m",
-    engine_log: Annotated[
-        Path | None,
+    max_scenarios: Annotated[
+        int | None,
         typer.Option(
-            "--engine-log",
-            help="Write the engine's own log here (default with --bundle: DIR/engine.log).",
-            metavar="PATH",
+            "--max-scenarios",
+            help="Judge at most N drawn scenarios (with --jobs, N per worker's share): with "
+            "--seed and --max-shrink-scenarios, the same search on any machine, however fast.",
+            metavar="N",
+            min=1,
         ),
     ] = None,
+    max_shrink_scenarios: Annotated[
+        int | None,
+        typer.Option(
+            "--max-shrink-scenarios",
+            help="Judge at most N scenarios while shrinking a confirmed failure.",
+            metavar="N",
+            min=1,
+        ),
+    ] = None,
+    engine_log: Annotated[Path | None, ENGINE_LOG] = None,
     no_progress: Annotated[
         bool,
         typer.Option("--no-progress", metavar=FLAG, help="Do not show progress."),
@@ -166,6 +179,8 @@ def search(
                 json=json_path,
                 database=database,
                 shrink_budget=shrink_seconds,
+                max_scenarios=max_scenarios,
+                shrink_scenarios=max_shrink_scenarios,
             )
             .run(interrupts=InterruptGuard)
             .exit_code
