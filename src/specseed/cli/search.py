@@ -17,11 +17,12 @@ SEARCH_HELP = """Search for traffic that breaks an invariant, and shrink it to a
 Draws scenarios nobody wrote (Hypothesis): batches of seeded, unseeded, greedy and sampled
 requests, seeds at the edges and pairs that differ only in high bits, prompts from one token
 to the context length, slots freed and reused, warmup above max_num_requests, draft lengths,
-every sampling field. Each comes with the runs that test it: the same traffic twice, a
-request alone, rows permuted, after prior traffic, with the overlap scheduler, at K = 0. A
-failure is confirmed by fresh runs before it counts; the header states the search's
-family-wise false-alarm rate. The first confirmed failure is shrunk (fewest requests,
-shortest prompts, smallest values) and reported as audit --bundle reports it.
+the sampling knobs (min_p, logit_bias, penalties, stop, logprobs, n) two at a time. Each
+comes with the runs that test it: the same traffic twice, a request alone, rows permuted,
+after prior traffic, with the overlap scheduler, at K = 0. A failure is confirmed by fresh
+runs before it counts; the header states the search's family-wise false-alarm rate. The
+first confirmed failure is shrunk (fewest requests, shortest prompts, smallest values) and
+reported as audit --bundle reports it.
 
 With no MODEL_YAML, searches the embedded reference engine. Exit codes: 0 no failure within
 the budget, 1 a confirmed failure, 2 bad input, 3 the engine could not run, 4 no scenario
@@ -33,7 +34,7 @@ judged, 5 an output could not be written, 130/143 interrupted.
   specseed search model.yaml --budget 10m --bundle bug/ --json search.json
   specseed report bug/ > issue.md
   specseed search model.yaml --seed 7 --database ci-examples/
-  specseed search --seed 7 --jobs 1 --max-scenarios 200 --max-shrink-scenarios 100
+  specseed search --seed 7 -j 1 --max-scenarios 200 --max-shrink-scenarios 50
 """
 
 
