@@ -59,6 +59,7 @@ def test_a_failure_is_bundled_and_a_rerun_tries_it_first(tmp_path: Path) -> None
     (scenario,) = read.scenarios
     assert scenario.name == failure["scenario"] and scenario.minimal is not None
     assert (bundle / "engine.log").is_file() and (bundle / ".hypothesis").is_dir()
+    assert (bundle / "report.html").is_file()  # as every bundle has it
     report = runner.invoke(app, ["report", str(bundle)], env=ENV)
     title = report.output.splitlines()[0]  # the title names the failing check
     assert report.exit_code == 0 and title.startswith("## ") and failure["check"] in title
