@@ -79,11 +79,7 @@ def markers(name: str) -> tuple[str, str]:
 
 
 def render(command: str, output: str) -> str:
-    return (
-        f"Machine: {machine()}.\n\n"
-        f"`{command}`:\n\n"
-        "```text\n" + output.rstrip() + "\n```\n"
-    )
+    return f"Machine: {machine()}.\n\n`{command}`:\n\n```text\n" + output.rstrip() + "\n```\n"
 
 
 def write_section(name: str, body: str, page: Path | None = None) -> None:

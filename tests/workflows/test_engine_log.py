@@ -138,11 +138,32 @@ def settings() -> EngineSettings:
     return EngineSettings()
 
 
+def _audit_alone(engine: str, folder: Path) -> tuple[str, str]:
+    """``_audit`` of ``engine`` (a class of this module) with ``folder`` as the temporary
+    folder, in a process of its own: what counts lines must not see another test's stray
+    writes to file descriptor 2 (a logger or thread left by an earlier test in the worker)."""
+    import subprocess
+
+    code = (
+        "import tempfile, sys; tempfile.tempdir = sys.argv[1]\n"
+        "from tests.workflows.test_engine_log import _audit, _LoggingEngine, ReferenceEngine\n"
+        "from specseed.engine_adapters.base import EngineSettings\n"
+        f"_audit({engine}(EngineSettings()), terminal=True)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root)])}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(folder)],
+        capture_output=True, text=True, timeout=300, check=False, cwd=root, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout, done.stderr
+
+
 def test_without_a_bundle_the_engine_log_goes_to_a_temporary_file_named_at_the_end(
-    temporary: Path, settings: EngineSettings, capfd: pytest.CaptureFixture[str]
+    temporary: Path,
 ) -> None:
-    _audit(_LoggingEngine(settings), terminal=True)
-    out, err = capfd.readouterr()
+    out, err = _audit_alone("_LoggingEngine", temporary)
     assert "engine stderr line" not in out + err and "engine logger line" not in out + err
     logs = list(temporary.glob("specseed-engine-*.log"))
     assert len(logs) == 1
@@ -160,11 +181,9 @@ def test_engine_log_dash_shows_it_live(
     assert not list(temporary.iterdir())
 
 
-def test_an_engine_that_logs_nothing_leaves_no_file_and_no_note(
-    temporary: Path, settings: EngineSettings, capfd: pytest.CaptureFixture[str]
-) -> None:
-    _audit(ReferenceEngine(settings), terminal=True)
-    assert "engine's log" not in capfd.readouterr().err
+def test_an_engine_that_logs_nothing_leaves_no_file_and_no_note(temporary: Path) -> None:
+    _out, err = _audit_alone("ReferenceEngine", temporary)
+    assert "engine's log" not in err
     assert not list(temporary.iterdir())
 
 

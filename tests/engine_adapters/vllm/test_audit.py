@@ -50,23 +50,62 @@ def _statuses(audit: AuditResult, check: str) -> dict[str, set[str]]:
     return out
 
 
-def test_rng_layout_follows_the_vllm_contract_everywhere(audit: AuditResult) -> None:
+def _high_seeded(audit: AuditResult) -> set[str]:
+    """Scenarios with a seed outside [0, 2**32): on the CPU, vLLM's per-request generator is
+    torch's mt19937, which ``manual_seed`` seeds with the low 32 bits alone."""
+    return {
+        result.scenario.name
+        for result in audit.scenarios
+        if any(
+            (seed := result.scenario.resolved_request(name).seed) is not None
+            and not 0 <= seed < 1 << 32
+            for name in result.scenario.requests
+        )
+    }
+
+
+def test_seeds_keep_32_bits_on_the_cpu_and_nothing_else_breaks_the_contract(
+    audit: AuditResult,
+) -> None:
+    high = _high_seeded(audit)
+    assert "distinct-seeds" in high
+    # Where the sampler applied uninitialised temperatures (sampler-params fails), differently
+    # seeded requests may draw alike whatever their seeds (see below).
+    garbled = {s for s, seen in _statuses(audit, "sampler-params").items() if "fail" in seen}
+    for check in ("rng-contract", "distinct-seeds"):
+        failing = [f for f in audit.findings if f.check == check and f.status == "fail"]
+        assert {f.scenario for f in failing} <= high | garbled, (check, failing)
+        assert all(
+            "seed-high-bits-dropped" in {x.defect for x in f.suspects}
+            for f in failing
+            if f.scenario in high
+        ), failing
+    # distinct-seeds pairs seeds equal in their low 32 bits: both checks see it whenever its
+    # run completes (the generators were drawn from).
+    [seeds] = [
+        f for f in audit.findings if f.check == "distinct-seeds" and f.scenario == "distinct-seeds"
+    ]
+    assert seeds.status == "fail", seeds
     for check in ("rng-contract", "draw-ranges-disjoint", "distinct-seeds"):
         statuses = _statuses(audit, check)
+        for scenario in high:
+            statuses.pop(scenario, None)
         if check == "distinct-seeds":
-            # Fails at times on the scenarios of 150 differently seeded copies of a request
-            # under EAGLE3 (`distribution`, `losslessness`): the sampler applied uninitialised
-            # temperatures (sampler-params), most of them near zero, to the draft positions of
-            # the flagged copies, so differently seeded copies draw the same tokens. A true
-            # finding of that vLLM bug, present or not by the memory's contents: not asserted.
-            statuses.pop("distribution", None)
-            statuses.pop("losslessness", None)
+            # Fails at times where the sampler applied uninitialised temperatures
+            # (sampler-params fails in the same scenario), most of them near zero, to the
+            # draft positions of the flagged requests, so differently seeded requests draw
+            # the same tokens: seen on the 150 seeded copies of `distribution` and
+            # `losslessness`, and on `distinct-seeds` itself. A true finding of that vLLM bug,
+            # present or not by the memory's contents: not asserted there.
+            for scenario, seen in _statuses(audit, "sampler-params").items():
+                if "fail" in seen:
+                    statuses.pop(scenario, None)
         # skip: a scenario whose runs sample nothing (all greedy) has no draw to check.
         assert all(s <= {"pass", "skip"} for s in statuses.values()), (
             check,
             sorted(statuses.items()),
         )
-        for scenario in ("distinct-seeds", "batch-position", "batch-composition", "unseeded"):
+        for scenario in ("batch-position", "batch-composition", "unseeded"):
             if scenario in statuses or check == "rng-contract":
                 assert statuses.get(scenario) == {"pass"}, (check, scenario, statuses)
     independence = _statuses(audit, "unseeded-independence")

@@ -515,15 +515,17 @@ KNOB_PARAMS = {
 converted in ``sampling_params``)."""
 
 
-def sampling_params(plan: RequestPlan) -> Any:
+def sampling_params(plan: RequestPlan, ignore_eos: bool = True) -> Any:
     """vLLM's ``SamplingParams`` for a planned request: token ids only, temperature, top-k,
-    top-p, seed and max_tokens always, every other knob only where the request sets it (an
-    unset one keeps vLLM's default)."""
+    top-p, seed, max_tokens and ``ignore_eos`` (the request's, else the ``ignore_eos``
+    option's) always, every other knob only where the request sets it (an unset one keeps
+    vLLM's default)."""
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
     knobs = plan.knobs()
     extra: dict[str, Any] = {KNOB_PARAMS[k]: v for k, v in knobs.items() if k in KNOB_PARAMS}
+    extra.setdefault("ignore_eos", ignore_eos)
     if "logit_bias" in knobs:
         extra["logit_bias"] = dict(knobs["logit_bias"])
     if "stop_token_ids" in knobs:
@@ -688,7 +690,7 @@ class _VllmRun:
                     engine.add_request(
                         request.engine_id,
                         TokensPrompt(prompt_token_ids=list(request.prompt_ids)),
-                        sampling_params(request.plan),
+                        sampling_params(request.plan, self.options.ignore_eos),
                     )
                 except Exception as exc:
                     refused = refusal(exc, request.plan)

@@ -108,7 +108,7 @@ class Draw:
     request_id: str
     generator: GeneratorKind
     seed: int
-    """``initial_seed()`` of the generator drawn from."""
+    """The seed that decides the stream of the generator drawn from (``stream_seed``)."""
     offset: int
     """Position of the generator before the draw (words on the CPU, Philox offset on CUDA)."""
     draws: int
@@ -192,6 +192,15 @@ class GeneratorPositions:
                 self._last_block[key] = block
                 return block
         raise RuntimeError(f"generator with seed {seed} left its stream (reseeded or rewound)")
+
+
+def stream_seed(generator: torch.Generator) -> int:
+    """The seed that decides ``generator``'s stream: ``initial_seed()`` on CUDA (Philox keeps
+    all 64 bits), its low 32 bits on the CPU, where torch's generator is an mt19937 that
+    ``manual_seed`` seeds with those alone (seeds 1 and 2**32 + 1 draw the same numbers).
+    Recording what was asked would hide two requests sharing one stream."""
+    seed = int(generator.initial_seed())
+    return seed & 0xFFFFFFFF if generator.device.type == "cpu" else seed
 
 
 def _global_generator(device: torch.device) -> torch.Generator:
@@ -294,7 +303,7 @@ class RngObserver:
                 taken = self.positions.position(own[row]) - before[row]
                 if taken:
                     self._add(function, kind, index_of(row), row, request, "request",
-                              own[row].initial_seed(), before[row], taken)  # fmt: skip
+                              stream_seed(own[row]), before[row], taken)  # fmt: skip
                 continue
             if not global_total or not unit:
                 continue
@@ -304,7 +313,7 @@ class RngObserver:
             else:
                 offset, taken = global_before, global_total
             self._add(
-                function, kind, index_of(row), row, request, "global", glob.initial_seed(),
+                function, kind, index_of(row), row, request, "global", stream_seed(glob),
                 offset, taken,
             )  # fmt: skip
 

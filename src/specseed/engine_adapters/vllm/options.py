@@ -22,6 +22,11 @@ class VllmOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    ignore_eos: bool = Field(
+        default=True,
+        description="What a request that leaves ignore_eos unset gets: true runs every "
+        "request to max_tokens (full-length streams to compare); false keeps vLLM's default.",
+    )
     speculative_method: SpeculativeMethod = Field(
         default="eagle3", description="vLLM speculative method when max_draft_len > 0."
     )
