@@ -103,6 +103,7 @@ CASES: dict[str, Case] = {
     "rng-draws": Case(("rng", "draws", "--seed", "42", "--subsequence", "3", "--offset", "12")),
     "serve-without-its-key": Case(("serve", "--api-key-env", "SPECSEED_TEST_UNSET_KEY_VAR")),
     "make-checkpoint-refused": Case(("make-checkpoint", "model.yaml")),
+    "search": Case(("search", "--seed", "0", "-j", "1", "--max-scenarios", "3", "--no-progress")),
 }
 
 
@@ -151,6 +152,7 @@ def run(case: Case, columns: int, where: dict[str, str], folder: Path) -> str:
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
     # The same text at both widths once paths and timings are set aside.
     text = result.output.replace(str(bundle), "BUNDLE").replace(str(folder / str(columns)), "DIR")
+    text = re.sub(r"(?<![\d:])\d+:\d\d(?![\d:])", "T", text)  # a clock's m:ss (search)
     return re.sub(r"\b\d+\.\d+s\b", "T", text)
 
 

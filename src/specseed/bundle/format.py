@@ -273,6 +273,8 @@ class BundleTraces:
 
 def scenario_text(loaded: LoadedScenario, base_dir: Path) -> str:
     """A scenario's full YAML text: the library file, or the user's file as it is."""
+    if loaded.text is not None:  # made in memory
+        return loaded.text
     if loaded.source.startswith("builtin:"):
         return library_text(loaded.source.removeprefix("builtin:"))
     path = Path(loaded.source)

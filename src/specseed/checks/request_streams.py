@@ -23,6 +23,12 @@ from specseed.traces.records import RequestInfo, RunTrace, SamplingEvent, StepRe
 
 MIN_TOKENS_FOR_IDENTITY = 8
 """Shorter identical streams prove nothing: peaked distributions repeat short outputs."""
+IDENTITY_MIN_TEMPERATURE = 0.7
+IDENTITY_MIN_TOP_P = 0.9
+"""Identical outputs count as evidence only for requests sampled broadly: at least this
+temperature and top_p, and top_k not 1. Narrower sampling repeats itself on a correct engine
+(top_k 1 is argmax: two unseeded requests with one prompt always agree; ``specseed search``
+found that false alarm)."""
 
 
 Located = tuple[EventState, StepRecord, SamplingEvent]
@@ -185,11 +191,21 @@ def _same_setup(x: RequestInfo, y: RequestInfo) -> bool:
     )
 
 
+def _broad(request: RequestInfo) -> bool:
+    """Sampled broadly enough that two independent streams rarely agree for 8 tokens."""
+    return (
+        request.temperature >= IDENTITY_MIN_TEMPERATURE
+        and request.top_p >= IDENTITY_MIN_TOP_P
+        and request.top_k != 1
+    )
+
+
 def _identical_outputs(trace: RunTrace, x: RequestInfo, y: RequestInfo) -> bool:
     a = trace.end.outputs.get(x.request_id, ())
     b = trace.end.outputs.get(y.request_id, ())
     n = min(len(a), len(b))
-    return n >= MIN_TOKENS_FOR_IDENTITY and a[:n] == b[:n] and _same_setup(x, y)
+    same = n >= MIN_TOKENS_FOR_IDENTITY and a[:n] == b[:n] and _same_setup(x, y)
+    return same and _broad(x)
 
 
 def _family(x: RequestInfo, y: RequestInfo) -> bool:

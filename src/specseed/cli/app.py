@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from specseed.cli import bundle_reading, minimize, replay, rng, scenarios
+from specseed.cli import bundle_reading, minimize, replay, rng, scenarios, search
 from specseed.cli.audit import AUDIT_HELP, audit
 from specseed.cli.checkpoint import make_checkpoint
 from specseed.cli.doctor import doctor
@@ -125,6 +125,7 @@ app.command("report")(bundle_reading.report)
 app.command("diff")(bundle_reading.diff)
 app.command("replay")(replay.replay)
 app.command("minimize", help=minimize.MINIMIZE_HELP)(minimize.minimize)
+app.command("search", help=search.SEARCH_HELP)(search.search)
 app.command("sweep", help=SWEEP_HELP)(sweep)
 app.command("init")(init)
 app.command("serve", help=SERVE_HELP)(serve)

@@ -23,6 +23,9 @@ class DefectClass:
     """Where it was seen (engine, PR or issue)."""
     injection: str
     """One line: how the reference engine reproduces it when ``defects: [id]`` is set."""
+    search_only: bool = False
+    """Planted for ``specseed search`` to find: no built-in scenario triggers it, so the
+    detection matrix and the library's coverage leave it out (``SEARCH_ONLY_DEFECTS``)."""
 
 
 DEFECTS: tuple[DefectClass, ...] = (
@@ -181,8 +184,56 @@ DEFECTS: tuple[DefectClass, ...] = (
     ),
 )
 
+SEARCH_ONLY_DEFECTS: tuple[DefectClass, ...] = (
+    DefectClass(
+        "long-prefill-shift",
+        "a prefill of a long prompt moves the RNG offsets of the requests batched beside it",
+        "planted by specseed (issue 37): gated on prompt length, for the search to find",
+        "a step that prefills a prompt of more than 64 tokens samples every other row of that "
+        "step at its next iteration's offset window",
+        search_only=True,
+    ),
+    DefectClass(
+        "seed-low-bits",
+        "seeds are cached by their low 32 bits: a seed that shares them with the seed of a "
+        "request admitted in an earlier step (one of the two above 2**32) draws from that "
+        "request's stream",
+        "planted by specseed (issue 37): gated on seeds above 2**32 admitted in different "
+        "steps, for the search to find",
+        "the engine caches one seed per low-32-bit value, filled after each step: a request "
+        "admitted later whose seed has the same low bits samples with the cached one",
+        search_only=True,
+    ),
+    DefectClass(
+        "slot-reuse-offset",
+        "a top-p request on a reused sequence slot continues the offset counter of the "
+        "greedy request before it",
+        "planted by specseed (issue 37): gated on slot reuse and top-p, for the search to find",
+        "a request sampled with top_p < 1, admitted to a slot on which two requests finished, "
+        "the last one greedy, starts its offset windows where the greedy request stopped",
+        search_only=True,
+    ),
+    DefectClass(
+        "knob-combo-window",
+        "a request at temperature below 0.7 with both top_k and top_p set, batched with a "
+        "greedy request, samples at the wrong offset window",
+        "planted by specseed (issue 37): gated on a sampling-knob combination, for the search "
+        "to find",
+        "in a step with a greedy row, a row at temperature < 0.7 with top_k > 0 and top_p < 1 "
+        "samples at its next iteration's offset window",
+        search_only=True,
+    ),
+)
+"""Defects planted for ``specseed search`` to find (``search_only``): gated on traffic that
+no built-in scenario sends. Injectable like the others; not in ``DEFECT_IDS``, the classes
+the built-in library is built to expose (the detection matrix)."""
+
 DEFECT_IDS: tuple[str, ...] = tuple(d.id for d in DEFECTS)
-_BY_ID = {d.id: d for d in DEFECTS}
+"""The defect classes the built-in library and the checks are built to expose."""
+SEARCH_ONLY_DEFECT_IDS: tuple[str, ...] = tuple(d.id for d in SEARCH_ONLY_DEFECTS)
+INJECTABLE_DEFECT_IDS: tuple[str, ...] = DEFECT_IDS + SEARCH_ONLY_DEFECT_IDS
+"""Every id ``engine.options.defects`` takes."""
+_BY_ID = {d.id: d for d in (*DEFECTS, *SEARCH_ONLY_DEFECTS)}
 
 
 def get_defect(defect_id: str) -> DefectClass:

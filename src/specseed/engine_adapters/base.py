@@ -224,6 +224,23 @@ class RunOutcome:
     """``time.perf_counter()`` when the run ended."""
 
 
+@dataclass(frozen=True)
+class TrafficLimits:
+    """What traffic an engine takes, as far as it can say, for what generates traffic
+    (``specseed search``); None where it cannot say."""
+
+    vocab_size: int | None = None
+    """Prompt token ids must be below it."""
+    context_length: int | None = None
+    """Most tokens one request may hold: its prompt, its output and the drafts in flight."""
+    fixed_settings: bool = False
+    """True when a run cannot change the engine settings (a server over HTTP): every run is
+    served with the settings the engine has."""
+    refused_knobs: frozenset[str] = frozenset()
+    """Sampling knobs (``REQUEST_KNOBS``) the engine refuses whatever their value, known
+    before any run (a knob refused only at serve time is ``KnobRefused`` there)."""
+
+
 def held_at_once(plan: RunPlan) -> int:
     """Most requests a run holds at once: the larger of ``max_num_requests`` and its
     largest warmup batch."""
@@ -317,6 +334,11 @@ class EngineAdapter(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release engine resources."""
+
+    def traffic_limits(self) -> TrafficLimits:
+        """The vocabulary and context this engine takes, and whether a run may change its
+        settings (default: it does not say)."""
+        return TrafficLimits()
 
     def serves_side_by_side(self) -> bool:
         """Whether :meth:`serve_side_by_side` can serve several runs at once, each exactly as

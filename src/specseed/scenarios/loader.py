@@ -40,6 +40,8 @@ class LoadedScenario:
     scenario: Scenario
     source: str
     """``builtin:<name>`` or the file path as given."""
+    text: str | None = None
+    """The scenario's YAML, for one made in memory (``specseed search``): no file holds it."""
 
 
 # -- reading files -----------------------------------------------------------------------

@@ -28,6 +28,7 @@ from specseed.engine_adapters.base import (
     KnobRefused,
     RunPlan,
     RunStart,
+    TrafficLimits,
     options_of,
 )
 from specseed.engine_adapters.openai.client import (
@@ -305,6 +306,11 @@ class OpenAIEngine(EngineAdapter):
         if negative:
             raise ValueError(f"prompt token ids {negative[:5]} are negative")
         return prompt
+
+    def traffic_limits(self) -> TrafficLimits:
+        # One server with its own settings: a run that changes them is served by a variant
+        # endpoint or not at all, so traffic generated for it changes none.
+        return TrafficLimits(fixed_settings=True)
 
     def environment(self) -> dict[str, str]:
         environment = self.auditor.environment()

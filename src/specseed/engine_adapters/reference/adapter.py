@@ -34,6 +34,7 @@ from specseed.engine_adapters.base import (
     RunOutcome,
     RunPlan,
     RunStart,
+    TrafficLimits,
     held_at_once,
     held_within,
     options_of,
@@ -49,6 +50,7 @@ from specseed.engine_adapters.reference.lockstep import (
     serve_side_by_side,
 )
 from specseed.engine_adapters.reference.options import ReferenceOptions
+from specseed.engine_adapters.reference.planted import PlantedDefects, StepRow
 from specseed.engine_adapters.reference.rng_assignment import (
     AssignedState,
     EventRequest,
@@ -250,6 +252,9 @@ class ReferenceEngine(EngineAdapter):
             )
         return tuple(prompt)
 
+    def traffic_limits(self) -> TrafficLimits:
+        return TrafficLimits(self.vocab_size, min(self.target.max_seq_len, self.draft.max_seq_len))
+
     def start_run(self, plan: RunPlan) -> RunStart:
         # Every run gets fresh engine state (slots, caches, counters); only weights are shared.
         return RunStart(fresh_engine=True, contract=self.rng_profile(plan))
@@ -347,6 +352,7 @@ class ContinuousBatcher:
         # Prepare this step from the host's view of the engine.
         for request in list(self.active):
             if request.host_done:
+                run.planted.freed(request.plan, request.slot, request.scheduled_iters)
                 self.active.remove(request)
                 self.free_slots.append(request.slot)
                 request.release()
@@ -410,6 +416,7 @@ class _EngineRun:
             settings.max_num_requests, max(plan.warmup_batches, default=0), defects
         )
         self.element0 = "row0-seed" in self.defects
+        self.planted = PlantedDefects(defects)
         self.step = 0
         self.phase: Phase = "warmup"
         self.batch_size = 0
@@ -458,6 +465,7 @@ class _EngineRun:
     def _admit(self, request: _Request, slot: int) -> None:
         request.slot = slot
         request.engine_seed = self.rng.seed_for_new_request(request.request_seed)
+        self.planted.admitted(request.plan, slot)
         request.target_cache = self.engine.target.new_cache()
         request.draft_cache = self.engine.draft.new_cache()
 
@@ -517,6 +525,9 @@ class _EngineRun:
         self.batch_size = len(rows)
         self.recorder.at(self.step, self.phase, len(rows))
         live = [r for r in rows if not r.request.done]
+        self.planted.step(
+            [StepRow(r.request.plan, r.prefill, len(r.request.prompt_ids)) for r in live]
+        )
         outcomes = {id(r): _RowOutcome() for r in rows}
         if live:
             yield from self._run_live(live, outcomes)
@@ -779,10 +790,10 @@ class _EngineRun:
         """RNG states for one kernel call's rows (row, kind, index), written to the buffers."""
         requests = [
             EventRequest(
-                request_seed=row.request.request_seed,
+                request_seed=self.planted.seed(row.request.plan, row.request.request_seed),
                 engine_seed=row.request.engine_seed,
                 slot=row.request.slot,
-                decoding_iter=row.rng_iter,
+                decoding_iter=self.planted.iteration(row.request.plan, row.rng_iter),
                 kind=kind,
                 index=index,
                 shared_window=row.rng_window,

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from specseed.core.defects import DEFECT_IDS
+from specseed.core.defects import INJECTABLE_DEFECT_IDS
 from specseed.core.wording import one_of
 from specseed.engine_adapters.contracts import contract_names
 
@@ -30,7 +30,8 @@ class ReferenceOptions(BaseModel):
     )
     defects: list[str] = Field(
         default_factory=list,
-        description="Defect ids to inject on purpose (see `specseed audit --matrix`).",
+        description="Defect ids to inject on purpose (see `specseed audit --matrix`; those "
+        "planted for `specseed search` too).",
     )
 
     ignore_eos: bool = Field(
@@ -55,7 +56,7 @@ class ReferenceOptions(BaseModel):
     @classmethod
     def _known_defects(cls, value: list[str]) -> list[str]:
         for item in value:
-            one_of("defect", item, DEFECT_IDS)
+            one_of("defect", item, INJECTABLE_DEFECT_IDS)
         if len(set(value)) != len(value):
             raise ValueError("a defect is listed twice")
         return value

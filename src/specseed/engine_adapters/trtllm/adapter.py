@@ -35,6 +35,7 @@ from specseed.engine_adapters.base import (
     RequestPlan,
     RunPlan,
     RunStart,
+    TrafficLimits,
     options_of,
     warmup_requests,
 )
@@ -219,6 +220,10 @@ class TrtllmEngine(EngineAdapter):
                 reason = getattr(output, "finish_reason", None)
                 self.finished[child.request_id] = reason if reason in ("stop", "length") else None
         return outputs
+
+    def traffic_limits(self) -> TrafficLimits:
+        # Stop strings need the tokenizer this adapter loads TensorRT-LLM without.
+        return TrafficLimits(refused_knobs=frozenset({"stop"}))
 
     def _sampling_params(self, request: RequestPlan) -> Any:
         if request.stop is not None:

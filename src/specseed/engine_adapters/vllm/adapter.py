@@ -47,6 +47,7 @@ from specseed.engine_adapters.base import (
     RequestPlan,
     RunPlan,
     RunStart,
+    TrafficLimits,
     options_of,
     warmup_requests,
 )
@@ -409,6 +410,9 @@ class VllmEngine(EngineAdapter):
 
             self._tokenizer = AutoTokenizer.from_pretrained(str(self.settings.checkpoint))
         return self._tokenizer
+
+    def traffic_limits(self) -> TrafficLimits:
+        return TrafficLimits(self._vocab(), self.options.max_model_len)
 
     def _vocab(self) -> int:
         if self._vocab_size is None:

@@ -1,0 +1,1 @@
+"""``specseed search``: property-based search for failing traffic (Hypothesis)."""
