@@ -141,7 +141,7 @@ def test_knobs_honoured_judges_a_penalty_by_its_twins_logprobs() -> None:
     twin = _info("twin", logprobs=2)
     for penalty, penalised, status in (
         (1.0, loop, "fail"),
-        (0.2, loop, "pass"),
+        (0.2, loop, "skip"),  # never asked to act: nothing shown either way
         (1.0, (5, 6, 9), "pass"),
     ):
         request = _info("pen", presence_penalty=penalty)
@@ -199,3 +199,43 @@ def test_knob_equivalence_past_stop_and_fake_logprobs() -> None:
     )
     finding = _one(knob_equivalence(_ctx(base, zero), expect))
     assert [s.defect for s in finding.suspects] == ["fake-logprobs"]
+
+
+def test_a_penalty_whose_twin_never_repeats_is_not_judged() -> None:
+    # The twin's stream repeats no token: no position asks the penalty to act, so a request
+    # following the twin shows nothing either way (a dropped penalty looks the same).
+    fresh = (5, 6, 7, 9)
+    lp = tuple(TokenLogprob(-0.5, ((t, -0.5), (3, -0.6))) for t in fresh)
+    twin, request = _info("twin", logprobs=2), _info("pen", presence_penalty=1.5)
+    trace = _trace("r", [twin, request], {"twin": fresh, "pen": fresh}, logprobs={"twin": lp})
+    finding = _one(knobs_honoured(_ctx(trace), trace))
+    assert finding.status == "skip" and "pen" in finding.message
+
+
+def test_equivalence_checks_skip_when_no_run_speculates() -> None:
+    from specseed.checks.invariance import greedy_spec_equivalence
+
+    requests = [_info("pen", presence_penalty=1.0), _info("plain")]
+    outputs = {"pen": TOKENS, "plain": TOKENS}
+    base, again = _trace("k0", requests, outputs, k=0), _trace("k0b", requests, outputs, k=0)
+    for check, function in (
+        ("knob-equivalence", knob_equivalence),
+        ("greedy-spec-equivalence", greedy_spec_equivalence),
+    ):
+        expect = Expectation(check=check, runs=["k0", "k0b"])
+        finding = _one(function(_ctx(base, again), expect))
+        assert finding.status == "skip" and "speculates" in finding.message, check
+
+
+def test_a_request_asking_only_logprobs_is_a_control_for_knob_equivalence() -> None:
+    # Both diverge at one position with the same (unrecorded) logits; the control that only
+    # asks log-probabilities diverged too, so the divergence fits greedy-drift, and the
+    # request that only asks log-probabilities is not blamed on a knob.
+    requests = [_info("pen", presence_penalty=1.0), _info("lp", logprobs=2)]
+    base = _trace("k0", requests, {"pen": TOKENS, "lp": TOKENS}, k=0)
+    drifted = _trace("k3", requests, {"pen": TOKENS[:4] + (1,) * 4, "lp": TOKENS[:4] + (1,) * 4})
+    expect = Expectation(check="knob-equivalence", runs=["k0", "k3"])
+    finding = _one(knob_equivalence(_ctx(base, drifted), expect))
+    groups = finding.suspect_groups or ((s.defect for s in finding.suspects),)
+    groups = [tuple(g) for g in groups]
+    assert len(groups) == 2 and all("greedy-drift" in g for g in groups), groups

@@ -519,6 +519,16 @@ def _greedy_differs(d: TokenDivergence) -> list[Suspect]:
     token_suspects=_greedy_differs,
 )
 def greedy_spec_equivalence(ctx: CheckContext, expectation: Expectation) -> Iterator[Finding]:
+    traces = [ctx.traces[run] for run in expectation.runs]
+    if traces and not any(t.header.engine_config.max_draft_len > 0 for t in traces):
+        # Equal outputs of runs that all decode without drafts say nothing of speculation.
+        yield Finding(
+            status="skip",
+            message=f"no run of {', '.join(expectation.runs)} speculates (max_draft_len 0 in "
+            "each): nothing to compare speculation with",
+            runs=tuple(expectation.runs),
+        )
+        return
     yield from _compare(
         ctx,
         expectation,

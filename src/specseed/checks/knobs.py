@@ -395,7 +395,7 @@ def _penalty_problem(trace: RunTrace, info: RequestInfo, tokens: Sequence[int]) 
     counts: dict[int, int] = {}
     for position, (token, entry) in enumerate(zip(plain, reported, strict=False)):
         if position >= len(tokens) or tokens[position] != token:
-            return ""  # the request left its twin: the penalty acted (or nothing to judge)
+            return ""  # the request left its twin: the penalty acted
 
         def score(candidate: int, logprob: float) -> float:
             seen = counts.get(candidate, 0)
@@ -412,7 +412,9 @@ def _penalty_problem(trace: RunTrace, info: RequestInfo, tokens: Sequence[int]) 
                     f"{mine:.3g}, from {twin.request_id}'s log-probabilities)"
                 )
         counts[token] = counts.get(token, 0) + 1
-    return ""
+    # Followed its twin all the way, and no position asked the penalty to act: nothing seen
+    # either way (a dropped penalty would look the same).
+    return None
 
 
 @run_check(
@@ -527,6 +529,20 @@ def knobs_honoured(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
                     )
                 )
     if not verified:
+        asked = [
+            info.request_id
+            for info in _scenario(trace)
+            if set(info.knobs()) & {"presence_penalty", "frequency_penalty", "logit_bias", "min_p"}
+        ]
+        if asked:
+            # Knobs were sent, yet no token showed whether they acted (a penalised stream
+            # that never met a repeat its penalty must break): not judged, never passed.
+            yield Finding(
+                status="skip",
+                message=f"{trace.name}: no token of {', '.join(asked[:4])}"
+                f"{' and more' if len(asked) > 4 else ''} shows whether its knobs acted",
+                runs=(trace.name,),
+            )
         return
     if problems:
         yield _fail(trace, problems)
@@ -606,7 +622,10 @@ def _divergence_suspects(
         if r.request_id in other.end.outputs
         and base.end.outputs.get(r.request_id) == other.end.outputs[r.request_id]
     }
-    knobs_of = {r.request_id: r.knobs() for r in requests}
+    # logprobs reports, it changes no token: a request that sets only it is a control too.
+    knobs_of = {
+        r.request_id: {k: v for k, v in r.knobs().items() if k != "logprobs"} for r in requests
+    }
     filters_held = any(
         any(k in knobs for k in FILTERS) and not any(k in knobs for k in PENALTIES) and rid in held
         for rid, knobs in knobs_of.items()
@@ -637,7 +656,7 @@ def _divergence_suspects(
                 f"{base.name} and {other.name}",
             )
         ]
-    knobs = info.knobs()
+    knobs = knobs_of.get(rid) or {k: v for k, v in info.knobs().items() if k != "logprobs"}
     suspects: list[Suspect] = []
     if any(k in knobs for k in FILTERS) or (
         any(k in knobs for k in PENALTIES) and not filters_held
@@ -714,6 +733,14 @@ def knob_equivalence(ctx: CheckContext, expectation: Expectation) -> Iterator[Fi
             runs=runs,
         )
         return
+    if not any(_speculates(t) for t in traces[1:]):
+        yield Finding(
+            status="skip",
+            message=f"no run of {', '.join(runs)} speculates (max_draft_len 0 in each): "
+            "nothing to compare the K = 0 run with",
+            runs=runs,
+        )
+        return
     wanted = set(expectation.requests) if expectation.requests is not None else None
     requests = [
         info
@@ -777,7 +804,8 @@ def knob_equivalence(ctx: CheckContext, expectation: Expectation) -> Iterator[Fi
     if problems:
         yield Finding(
             status="fail",
-            message=f"{plural(len(set(affected)), 'greedy request')} differ with speculation: "
+            message=f"{plural(len(set(affected)), 'greedy request')} "
+            f"{'differs' if len(set(affected)) == 1 else 'differ'} with speculation: "
             + problems[0],
             runs=runs,
             requests=tuple(dict.fromkeys(affected)),
