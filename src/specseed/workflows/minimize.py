@@ -70,13 +70,16 @@ class Target:
         return self.check + (f" (suspect {self.defect})" if self.defect else "")
 
 
-def target_of(finding: Finding) -> Target:
+def target_of(finding: Finding, cause: str | None = None) -> Target:
+    """What to keep failing: ``finding``'s check naming ``cause`` where it is among its
+    suspects, else its first suspect."""
     from specseed.checks import CHECKS
 
     spec = CHECKS.get(finding.check)
+    suspects = [s.defect for s in finding.suspects]
     return Target(
         check=finding.check,
-        defect=finding.suspects[0].defect if finding.suspects else None,
+        defect=cause if cause in suspects else (suspects[0] if suspects else None),
         comparison=spec is not None and spec.kind == "comparison",
     )
 
@@ -358,7 +361,13 @@ def minimize(
             raise InputError(
                 f"scenario {scenario.name} does not fail on this engine: nothing to minimize"
             )
-        target = target_of(_clearest(failing))
+        # The audit's first root cause, where it names one class, decides which suspect to
+        # keep: a finding that fits two keeps the one attribution chose, not the first listed.
+        from specseed.checks.attribution import root_causes
+
+        causes = root_causes(failing)
+        cause = causes[0].defects[0] if causes and len(causes[0].defects) == 1 else None
+        target = target_of(_clearest(failing, cause), cause)
     elif not any(target.matches(f) for f in failing):
         raise InputError(
             f"scenario {scenario.name}: {target.describe()} does not fail on this engine: "
@@ -423,11 +432,14 @@ def redescribed(minimal: ScenarioDict, original: Scenario, target: Target) -> Sc
     return {**minimal, "description": description, "covers": covers}
 
 
-def _clearest(failing: list[Finding]) -> Finding:
-    """The finding to keep: one with a token diff first (what users file), then the rest."""
-    with_diffs = [f for f in failing if f.diffs and f.suspects]
-    with_suspects = [f for f in failing if f.suspects]
-    return (with_diffs or with_suspects or failing)[0]
+def _clearest(failing: list[Finding], cause: str | None = None) -> Finding:
+    """The finding to keep: one naming ``cause`` (the audit's root cause) where one does,
+    with a token diff first (what users file), then the rest."""
+    named = [f for f in failing if any(s.defect == cause for s in f.suspects)]
+    pool = named or failing
+    with_diffs = [f for f in pool if f.diffs and f.suspects]
+    with_suspects = [f for f in pool if f.suspects]
+    return (with_diffs or with_suspects or pool)[0]
 
 
 # -- the workflows ------------------------------------------------------------------------
