@@ -239,3 +239,18 @@ def test_a_request_asking_only_logprobs_is_a_control_for_knob_equivalence() -> N
     groups = finding.suspect_groups or ((s.defect for s in finding.suspects),)
     groups = [tuple(g) for g in groups]
     assert len(groups) == 2 and all("greedy-drift" in g for g in groups), groups
+
+
+def test_children_distinct_asks_only_broad_sampling_and_needs_no_control() -> None:
+    same = {f"a#{i}" if i else "a": TOKENS for i in range(3)}
+    for narrow, expected in (({"top_k": 1}, []), ({}, ["fail"])):
+        parent = RequestInfo("a", "scenario", (7,), 1, 1.0, narrow.get("top_k", 0), 1.0, 8, 0, n=3)
+        children = [
+            RequestInfo(f"a#{i}", "scenario", (7,), 1 + i, 1.0, 0, 1.0, 8, 0, parent="a")
+            for i in (1, 2)
+        ]
+        trace = _trace("r", [parent, *children], same)
+        found = list(children_distinct(_ctx(trace), trace))
+        assert [f.status for f in found] == expected, (narrow, found)
+    # No request of its own beside them: the identical children are still named.
+    assert found[0].suspects[0].defect == "children-shared-stream"

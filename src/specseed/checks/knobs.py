@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from specseed.checks.context import CheckContext
 from specseed.checks.findings import ATTRIBUTION_TEXT, Finding, Suspect, TokenDiff
 from specseed.checks.registry import comparison_check, run_check
+from specseed.checks.request_streams import broad
 from specseed.checks.token_suspects import TokenDivergence
 from specseed.checks.trace_evidence import emission_map, stream_diff
 from specseed.core.wording import plural
@@ -285,7 +286,9 @@ def _children(trace: RunTrace, parent: RequestInfo) -> list[str]:
 def children_distinct(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     if not _judgeable(trace):
         return
-    parents = [r for r in _scenario(trace) if (r.n or 1) > 1 and r.temperature > 0]
+    # Narrow sampling (top_k 1, a low temperature, min_p, logit_bias) repeats itself on a
+    # correct engine: only children sampled broadly must differ.
+    parents = [r for r in _scenario(trace) if (r.n or 1) > 1 and broad(r)]
     if not parents:
         return
     problems: list[tuple[str, str, Suspect | None]] = []
@@ -321,16 +324,20 @@ def children_distinct(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
                         )
                     )
                     continue
-                held = f" (while {controls[0]}, the same request on its own, differs)"
+                held = (
+                    f" (while {controls[0]}, the same request on its own, differs)"
+                    if controls
+                    else ""
+                )
                 problems.append(
                     (
                         parent.request_id,
                         f"children {a} and {b} of {parent.request_id} (n {parent.n}) emitted "
-                        f"the same {plural(len(x), 'token')}" + (held if controls else ""),
+                        f"the same {plural(len(x), 'token')}" + held,
                         Suspect(
                             "children-shared-stream",
                             f"children {a} and {b} of one request are identical"
-                            + (held if controls else "")
+                            + held
                             + ": one stream for both",
                         ),
                     )

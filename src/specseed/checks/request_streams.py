@@ -191,12 +191,15 @@ def _same_setup(x: RequestInfo, y: RequestInfo) -> bool:
     )
 
 
-def _broad(request: RequestInfo) -> bool:
-    """Sampled broadly enough that two independent streams rarely agree for 8 tokens."""
+def broad(request: RequestInfo) -> bool:
+    """Sampled broadly enough that two independent streams rarely agree for 8 tokens: no
+    min_p or logit_bias either (either can force every token on a correct engine)."""
     return (
         request.temperature >= IDENTITY_MIN_TEMPERATURE
         and request.top_p >= IDENTITY_MIN_TOP_P
         and request.top_k != 1
+        and not request.min_p
+        and not request.logit_bias
     )
 
 
@@ -205,7 +208,7 @@ def _identical_outputs(trace: RunTrace, x: RequestInfo, y: RequestInfo) -> bool:
     b = trace.end.outputs.get(y.request_id, ())
     n = min(len(a), len(b))
     same = n >= MIN_TOKENS_FOR_IDENTITY and a[:n] == b[:n] and _same_setup(x, y)
-    return same and _broad(x)
+    return same and broad(x)
 
 
 def _family(x: RequestInfo, y: RequestInfo) -> bool:

@@ -124,7 +124,10 @@ def evaluate(
             with plugin_code(f"check {spec.id}"):  # a plugin's sys.exit() too
                 findings.extend(stamped(spec, f, names) for f in produce())
         except Exception as exc:  # a broken check must not hide the others
-            message = f"the check itself failed: {type(exc).__name__}: {exc}"
+            message = (
+                f"the check itself failed: {type(exc).__name__}: {exc} (a fault in the "
+                "check, not the engine: please report it with this audit's bundle)"
+            )
             findings.append(stamped(spec, Finding(status="error", message=message), names))
 
     def run_check(spec: RunCheckSpec, trace: RunTrace) -> None:
