@@ -254,3 +254,14 @@ def test_children_distinct_asks_only_broad_sampling_and_needs_no_control() -> No
         assert [f.status for f in found] == expected, (narrow, found)
     # No request of its own beside them: the identical children are still named.
     assert found[0].suspects[0].defect == "children-shared-stream"
+
+
+def test_a_bias_beside_a_penalty_is_not_judged() -> None:
+    # Found by specseed search on the correct reference engine: logit_bias {1: +100} with
+    # repetition_penalty 2 on prompt [1] (the penalty halves token 1's logit) emits token 0.
+    request = _info("r", logit_bias=((0, 48.0), (1, 100.0)), repetition_penalty=2.0)
+    trace = _trace("r", [request], {"r": (0,)})
+    assert [f.status for f in knobs_honoured(_ctx(trace), trace)] in ([], ["skip"])
+    alone = _info("r", logit_bias=((0, 48.0), (1, 100.0)))
+    trace = _trace("r", [alone], {"r": (0,)})
+    assert _one(knobs_honoured(_ctx(trace), trace)).status == "fail"

@@ -449,8 +449,17 @@ def knobs_honoured(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         if not tokens:
             continue
         bias = dict(info.logit_bias or ())
-        banned = {t for t, b in bias.items() if b <= BAN}
-        forced = {t for t, b in bias.items() if b >= FORCE}
+        # A penalty can undo a bias of 100 on a correct engine (repetition_penalty 2 halves
+        # a forced prompt token's logit; one below 1 lifts a banned one toward 0): judged
+        # only where no penalty acts.
+        knobs = info.knobs()
+        penalised_too = bool(
+            knobs.get("presence_penalty")
+            or knobs.get("frequency_penalty")
+            or knobs.get("repetition_penalty", 1.0) != 1.0
+        )
+        banned = {t for t, b in bias.items() if b <= BAN} if not penalised_too else set()
+        forced = {t for t, b in bias.items() if b >= FORCE} if not penalised_too else set()
         if banned:
             verified.append(f"{rid} (banned tokens)")
             hit = next((i for i, t in enumerate(tokens) if t in banned), None)
