@@ -474,3 +474,18 @@ def test_every_bundle_file_and_trace_line_validates_against_the_published_schema
     manifest = json.loads((bundles["none"] / "manifest.json").read_text())
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**manifest, "extra": 1}, schemas["manifest.json"])
+
+
+def test_check_of_a_bundle_missing_a_trace_never_reads_pass(
+    tmp_path: Path, adapter: EngineAdapter
+) -> None:
+    root = tmp_path / "b"
+    record(root, AuditConfig(scenarios=["reproducibility"]), adapter)
+    (root / "reproducibility" / "again.jsonl").unlink()
+    result = cli.invoke(app, ["check", str(root)])
+    assert result.exit_code == 5, result.output
+    last = " ".join(result.output.split()).rsplit("(exit", 1)[0]
+    assert "INCOMPLETE:" in last and "PASS" not in last.split("INCOMPLETE:")[-1], result.output
+    # The recorded findings of run-to-run were two runs' worth; the rejudged ones say what
+    # differs in counts, not "pass -> pass".
+    assert "rng-contract 2 pass -> pass" in " ".join(result.output.split())

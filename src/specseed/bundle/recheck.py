@@ -104,4 +104,10 @@ def _statuses(findings: Iterable[Finding]) -> dict[str, tuple[str, ...]]:
 
 
 def _word(statuses: tuple[str, ...] | None) -> str:
-    return "/".join(dict.fromkeys(statuses)) if statuses else "absent"
+    """``pass``, or ``2 pass/1 fail``: a count where a check has several findings, so that
+    a finding lost (one pass where two were recorded) reads as a difference."""
+    if not statuses:
+        return "absent"
+    if len(statuses) == 1:
+        return statuses[0]
+    return "/".join(f"{statuses.count(s)} {s}" for s in dict.fromkeys(statuses))

@@ -565,6 +565,9 @@ def render_report(
     verdict = "[bold red]FAIL[/]" if result.verdict == "fail" else "[bold green]PASS[/]"
     if checked_nothing(result.findings):
         verdict = "[bold yellow]NOTHING CHECKED[/]"
+    elif result.verdict != "fail" and (result.unfinished or result.missing_evidence):
+        # Evidence was lost (a trace missing, a scenario cut short): what passed is not all.
+        verdict = "[bold yellow]INCOMPLETE[/]"
     if result.interrupted:  # a verdict on part of the audit must not read as the whole
         # A bundle's result holds its unfinished scenarios too (their partial findings).
         finished = [s for s in result.scenarios if s.scenario.name not in result.unfinished]

@@ -39,7 +39,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from specseed.core.errors import InputError
-from specseed.core.files import write_atomic
+from specseed.core.files import write_inside
 from specseed.core.text import printable
 from specseed.releases.bisect import next_release
 from specseed.releases.envs import (
@@ -274,7 +274,7 @@ class Sweep(Workflow):
                     outcome = self._run_release(chosen)
                     outcomes[chosen.version] = outcome
                     self._progress(_progress_line(outcome))
-                    write_atomic(self.folder / SWEEP_FILE, result().to_json())
+                    write_inside(self.folder, SWEEP_FILE, result().to_json())
                     if self.on_release is not None:
                         self.on_release(outcome)
                     if outcome.status == "interrupted":
@@ -294,8 +294,8 @@ class Sweep(Workflow):
     def _finish(self, result: SweepResult, code: int) -> int:
         from specseed.reporting.sweep import render_markdown, render_terminal
 
-        write_atomic(self.folder / SWEEP_FILE, result.to_json())
-        write_atomic(self.folder / SWEEP_TABLE, render_markdown(result))
+        write_inside(self.folder, SWEEP_FILE, result.to_json())
+        write_inside(self.folder, SWEEP_TABLE, render_markdown(result))
         consoles = self.consoles()
         if consoles is not None:
             out = consoles[0]
