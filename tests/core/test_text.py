@@ -134,3 +134,10 @@ def test_any_stream_encoding_can_write_the_text(encoding: str) -> None:
     codec = encoding if encoding != "no-such-codec" else "ascii"
     safe.encode(codec)  # no UnicodeEncodeError
     assert for_encoding("plain", encoding) == "plain"
+
+
+def test_markdown_inline_text_mentions_no_one() -> None:
+    # A server's error text or a scenario description "@maintainer" would notify them from
+    # an issue body: it renders as written, through an entity.
+    safe = for_markdown("ping @octocat and @org/team")
+    assert "@" not in safe and safe.count("&commat;") == 2

@@ -114,7 +114,7 @@ def for_markdown(text: str) -> str:
     """``text`` as inline Markdown that renders as the text itself, on one line.
 
     Newlines and tabs become spaces (no heading, list, quote or fence can start inside),
-    ``& < >`` become entities (no raw HTML), Markdown punctuation is backslash-escaped (no
+    ``& < >`` become entities (no raw HTML), ``@`` too (no mention), Markdown punctuation is backslash-escaped (no
     link, image, emphasis, code span, strikethrough, table cell or ``#`` reference), a
     leading list or heading marker is escaped, and invisible characters are escaped as in
     :func:`for_terminal`. Not for a code span (backslashes show there): use
@@ -123,6 +123,8 @@ def for_markdown(text: str) -> str:
     text = _escape_invisible(_NEWLINES.sub(" ", text), "").lstrip(" ")
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _MARKDOWN_PUNCTUATION.sub(lambda m: "\\" + m.group(), text)
+    # "@name" as an entity: it renders as written and notifies no one on GitHub.
+    text = text.replace("@", "&commat;")
     return _MARKDOWN_LINE_START.sub(lambda m: m.group()[:-1] + "\\" + m.group()[-1], text)
 
 
