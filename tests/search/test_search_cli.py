@@ -97,3 +97,22 @@ def test_a_server_is_searched_by_one_worker(tmp_path: Path) -> None:
 )
 def test_durations(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds
+
+
+def test_crashes_set_aside_by_model_yaml_are_not_what_the_search_reports(
+    tmp_path: Path,
+) -> None:
+    # A known crash (warmup-overflow's IndexError above max_num_requests) ends a search at
+    # once; with runs-complete skipped in model.yaml, a case whose run crashed is not judged
+    # (its comparisons would only repeat the crash), and the search goes on past it.
+    engine = "engine:\n  options: {defects: [warmup-overflow]}\n"
+    args = ["--seed", "3", "--jobs", "1", "--max-scenarios", "12"]
+    args += ["--max-shrink-scenarios", "5", "--no-progress"]
+    plain, skipping = tmp_path / "plain.yaml", tmp_path / "skip.yaml"
+    plain.write_text(engine)
+    skipping.write_text(engine + "checks:\n  skip: [runs-complete]\n")
+    found = runner.invoke(app, ["search", str(plain), *args], env=ENV)
+    assert found.exit_code == 1 and "FAIL: runs-complete after" in found.output, found.output
+    aside = runner.invoke(app, ["search", str(skipping), *args], env=ENV)
+    assert aside.exit_code == 0, aside.output
+    assert "a run crashed and runs-complete is skipped: IndexError" in aside.output

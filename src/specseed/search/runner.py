@@ -466,6 +466,20 @@ class _Slice:
             if note not in self.result.hypothesis_errors and len(self.result.hypothesis_errors) < 3:
                 self.result.hypothesis_errors.append(note)
             return None
+        crashed = [
+            trace.end.failure
+            for scenario in result.scenarios
+            for trace in scenario.traces.values()
+            if trace.failed and trace.end.failure is not None
+        ]
+        if crashed and "runs-complete" in self.options.config.checks.skip:
+            # model.yaml sets crashes aside (a known one, say): a case whose run crashed
+            # cannot be judged by the other checks either, so it is not judged at all.
+            failure = crashed[0]
+            note = f"a run crashed and runs-complete is skipped: {failure.exception}"[:300]
+            if note not in self.result.hypothesis_errors and len(self.result.hypothesis_errors) < 3:
+                self.result.hypothesis_errors.append(note)
+            return None
         return tuple(f for s in result.scenarios for f in s.findings)
 
     # -- reporting -----------------------------------------------------------------------
