@@ -68,3 +68,23 @@ def test_without_a_model_control_pairs_bound_chance(truncated: ScenarioResult) -
     assert {s.defect for s in bad.suspects} == {"seed-high-bits-dropped"}  # type: ignore[attr-defined]
     assert all("4 of 4 tested pairs identical against 0 of 24" in d for d in bad.details)  # type: ignore[attr-defined]
     assert _hypergeometric_tail(28, 4, 4, 4) == pytest.approx(1 / 20475)
+
+
+def test_penalised_children_that_repeat_on_a_correct_engine_are_no_collision(
+    tmp_path: Path,
+) -> None:
+    # Found by specseed search on the correct reference engine: repetition_penalty 0.5 and
+    # top_p 0.25 make two children of n repeat each other; the oracle's probabilities leave
+    # the penalty out (they called it a 5e-301 chance), so they bound nothing here.
+    scenario = tmp_path / "penalised.yaml"
+    scenario.write_text(
+        "name: penalised\ndescription: d\nrequests:\n"
+        "  r0: {prompt: [0], seed: 0, max_tokens: 1}\n"
+        "  r1: {repetition_penalty: 0.5, n: 2, prompt: ' ', seed: 0, top_p: 0.25, "
+        "max_tokens: 8}\n"
+        "runs:\n- {name: base, requests: [r0, r1]}\n"
+    )
+    config = AuditConfig(scenarios=[str(scenario)])
+    result = run_audit(config, plan_audit(config, tmp_path), tmp_path)
+    statuses = [f.status for f in result.findings if f.check == "seed-collisions"]
+    assert "fail" not in statuses, result.findings

@@ -56,7 +56,22 @@ UNIT_ROUNDOFF_DEFAULT = "bfloat16"
 
 
 def _setup_key(info: RequestInfo) -> tuple[object, ...]:
-    return (tuple(info.prompt_ids), info.temperature, info.top_k, info.top_p, info.max_tokens)
+    knobs = {k: v for k, v in info.knobs().items() if k not in ("logprobs", "n")}
+    return (
+        tuple(info.prompt_ids),
+        info.temperature,
+        info.top_k,
+        info.top_p,
+        info.max_tokens,
+        tuple(sorted((k, str(v)) for k, v in knobs.items())),
+    )
+
+
+RESHAPING_KNOBS = (
+    "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias", "min_p"
+)  # fmt: skip
+"""Knobs that change the sampled distribution beyond temperature, top-k and top-p: the
+oracle's probabilities leave them out, so they bound nothing for such a request."""
 
 
 def _tested(a: RequestInfo, b: RequestInfo) -> bool:
@@ -129,6 +144,10 @@ def _stream_probability(
         return math.exp(
             min(0.0, sum(float(e.logprob) for e in entries))
         ), "engine log-probabilities"
+    if any(k in RESHAPING_KNOBS for k in info.knobs()):
+        # Found by specseed search on the correct engine: repetition_penalty 0.5 makes a
+        # top_p 0.25 stream repeat itself, which the oracle's 5e-301 called impossible.
+        return None
     try:  # torch and the model, only for identical streams
         import torch
 
