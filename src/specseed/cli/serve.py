@@ -101,7 +101,7 @@ def serve(
             help="How long an idle engine keeps gathering requests before its first step: "
             "until none has come for this long.",
         ),
-    ] = 50.0,
+    ] = 200.0,
 ) -> None:
     from specseed.engine_adapters.base import options_of
     from specseed.engine_adapters.reference.options import ReferenceOptions

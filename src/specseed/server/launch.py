@@ -25,7 +25,7 @@ class ServeOptions:
     port: int = 8000
     model_name: str = "specseed-reference"
     api_key: str | None = None
-    batch_window_s: float = 0.05
+    batch_window_s: float = 0.2
     """How long an idle engine waits for more arrivals before its first step."""
     limits: ServeLimits = field(default_factory=ServeLimits)
     """Connections, queue, request deadline, shutdown grace (``server/limits.py``)."""

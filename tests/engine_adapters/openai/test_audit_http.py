@@ -180,12 +180,10 @@ def test_root_causes_over_http_are_the_same_audit_after_audit(tmp_path: Path) ->
     # apart the rules name each, and the library's control runs tell them apart.
     scenarios = ["batch-composition", "reproducibility", "uptime", "batch-position"]
     outcomes = []
-    # A 200 ms gathering window: at the default 50 ms, one request of a burst of five once
-    # reached the engine 170 ms after the fourth (an idle machine), a step later, and with
-    # a kernel that reads row 0's seed its tokens changed. Batches are the server's to make.
-    yaml_path = _server_yaml(tmp_path, "main", {"options": {"defects": ["row0-seed"]}})
-    with specseed_serve(yaml_path, "--batch-window-ms", "200") as server:
-        url = server.url
+    # At a 50 ms gathering window, one request of a burst of five once reached the engine
+    # 170 ms after the fourth (an idle machine), a step later, and with a kernel that reads
+    # row 0's seed its tokens changed: the default window is 200 ms.
+    with servers(tmp_path, {"options": {"defects": ["row0-seed"]}}) as (url, _):
         model = _model_yaml(tmp_path, url, scenarios)
         for _ in range(3):
             code, report, output = _audit(model)

@@ -75,7 +75,7 @@ class _StepCounter(TraceRecorder):
         self.largest_batch = max(self.largest_batch, len(step.rows))
 
 
-GATHER_LIMIT = 20
+GATHER_LIMIT = 5
 """The most quiet windows one gathering may take (a client that never stops sending still
 gets its first step: 1 s at the default window)."""
 
@@ -90,7 +90,7 @@ class LiveEngine:
     """
 
     def __init__(
-        self, engine: ReferenceEngine, settings: EngineSettings, *, batch_window_s: float = 0.05
+        self, engine: ReferenceEngine, settings: EngineSettings, *, batch_window_s: float = 0.2
     ) -> None:
         self.engine = engine
         self.settings = settings
