@@ -262,6 +262,13 @@ def test_a_bias_beside_a_penalty_is_not_judged() -> None:
     request = _info("r", logit_bias=((0, 48.0), (1, 100.0)), repetition_penalty=2.0)
     trace = _trace("r", [request], {"r": (0,)})
     assert [f.status for f in knobs_honoured(_ctx(trace), trace)] in ([], ["skip"])
-    alone = _info("r", logit_bias=((0, 48.0), (1, 100.0)))
+    alone = _info("r", logit_bias=((1, 100.0),))
     trace = _trace("r", [alone], {"r": (0,)})
     assert _one(knobs_honoured(_ctx(trace), trace)).status == "fail"
+
+
+def test_a_forced_token_beside_another_lifted_one_is_not_judged() -> None:
+    # Found by specseed search on the correct reference engine: {0: +100, 7: +91} emits 7.
+    request = _info("r", logit_bias=((0, 100.0), (7, 91.0)))
+    trace = _trace("r", [request], {"r": (7,)})
+    assert [f.status for f in knobs_honoured(_ctx(trace), trace)] in ([], ["skip"])

@@ -460,6 +460,10 @@ def knobs_honoured(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         )
         banned = {t for t, b in bias.items() if b <= BAN} if not penalised_too else set()
         forced = {t for t, b in bias.items() if b >= FORCE} if not penalised_too else set()
+        if any(0 < b < FORCE for b in bias.values()):
+            # Another token lifted too (+91 beside +100, found by specseed search): the
+            # model's own logits can close a gap that small, so nothing is forced.
+            forced = set()
         if banned:
             verified.append(f"{rid} (banned tokens)")
             hit = next((i for i, t in enumerate(tokens) if t in banned), None)
