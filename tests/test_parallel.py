@@ -252,7 +252,9 @@ def _processes_with(marker: str) -> list[int]:
                 environ = (entry / "environ").read_bytes()
             except OSError:
                 continue
-            if marker.encode() in environ:
+            # Whole entries only: the marker is the test's own temporary folder, unique to
+            # this session (an earlier session's leftovers never match).
+            if (b"\0" + environ).count(b"\0" + marker.encode() + b"\0"):
                 found.append(int(entry.name))
     return found
 
@@ -278,10 +280,10 @@ def _hooked_audit(
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
 def test_a_killed_worker_is_exit_3_naming_the_scenario(tmp_path: Path) -> None:
-    marker = f"SPECSEED_TEST_MARKER={tmp_path.name}"
+    marker = f"SPECSEED_TEST_MARKER={tmp_path}"
     done, _ = _hooked_audit(
         tmp_path, KILL_WORKERS, "-s", "distinct-seeds", "-s", "uptime",
-        SPECSEED_TEST_MARKER=tmp_path.name,
+        SPECSEED_TEST_MARKER=str(tmp_path),
     )  # fmt: skip
     assert done.returncode == 3, done.stdout + done.stderr
     assert "a worker process died while serving" in done.stderr
@@ -498,10 +500,10 @@ def test_a_forkserver_started_early_that_no_pool_used_does_not_hold_up_the_exit(
     # killed, not waited for, and outlives nothing.
     exits = tmp_path / "exits"
     exits.mkdir()
-    marker = f"SPECSEED_TEST_MARKER={tmp_path.name}"
+    marker = f"SPECSEED_TEST_MARKER={tmp_path}"
     done, _ = _hooked_audit(
         tmp_path, MARK_PRELOADED, "--jobs", "many",
-        SPECSEED_TEST_EXITS=str(exits), SPECSEED_TEST_MARKER=tmp_path.name,
+        SPECSEED_TEST_EXITS=str(exits), SPECSEED_TEST_MARKER=str(tmp_path),
     )  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
     assert "--jobs many" in done.stderr
@@ -591,10 +593,10 @@ KILL_MATRIX_WORKERS = KILL_WORKERS.replace('"_serve"', '"_engine_task"').replace
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
 def test_a_killed_matrix_worker_is_exit_3(tmp_path: Path) -> None:
     assert KILL_MATRIX_WORKERS != KILL_WORKERS
-    marker = f"SPECSEED_TEST_MARKER={tmp_path.name}"
+    marker = f"SPECSEED_TEST_MARKER={tmp_path}"
     done, _ = _hooked_audit(
         tmp_path, KILL_MATRIX_WORKERS, "--matrix", "-s", "distinct-seeds",
-        SPECSEED_TEST_MARKER=tmp_path.name,
+        SPECSEED_TEST_MARKER=str(tmp_path),
     )  # fmt: skip
     assert done.returncode == 3, done.stdout + done.stderr
     assert "a worker process died while auditing the matrix" in done.stderr
@@ -607,8 +609,8 @@ def test_a_killed_matrix_worker_is_exit_3(tmp_path: Path) -> None:
 def test_a_signal_stops_the_matrix_and_every_worker(tmp_path: Path, jobs: str) -> None:
     # SIGTERM once the first audit is in: exit 143, the reason, and no worker left behind
     # (they would otherwise serve on, orphaned, holding the output open).
-    marker = f"SPECSEED_TEST_MARKER={tmp_path.name}"
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "SPECSEED_TEST_MARKER": tmp_path.name}
+    marker = f"SPECSEED_TEST_MARKER={tmp_path}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "SPECSEED_TEST_MARKER": str(tmp_path)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "specseed", "audit", "--matrix", "-s", "uptime", "--jobs", jobs],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
@@ -635,8 +637,8 @@ def test_workers_leave_when_the_audit_is_killed_without_a_word(tmp_path: Path) -
     # SIGKILL (the out-of-memory killer, kill -9) leaves no time to stop the pool: the
     # workers must notice on their own, or they, the forkserver and the resource tracker
     # wait forever on queues no one writes to, holding engines and the output pipe.
-    marker = f"SPECSEED_TEST_MARKER={tmp_path.name}"
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "SPECSEED_TEST_MARKER": tmp_path.name}
+    marker = f"SPECSEED_TEST_MARKER={tmp_path}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "SPECSEED_TEST_MARKER": str(tmp_path)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "specseed", "audit", "--jobs", "2", "-s", "greedy-speculation",
          "-s", "losslessness", "-s", "uptime"],
