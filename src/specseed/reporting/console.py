@@ -565,8 +565,12 @@ def render_report(
     verdict = "[bold red]FAIL[/]" if result.verdict == "fail" else "[bold green]PASS[/]"
     if checked_nothing(result.findings):
         verdict = "[bold yellow]NOTHING CHECKED[/]"
-    elif result.verdict != "fail" and (result.unfinished or result.missing_evidence):
-        # Evidence was lost (a trace missing, a scenario cut short): what passed is not all.
+    elif result.verdict != "fail" and (
+        result.unfinished or (command != "audit" and result.missing_evidence)
+    ):
+        # Judged again from a bundle that lost evidence (a trace missing): what passed is
+        # not all. Traces an audit could not write (a full disk) were judged in memory
+        # before: its verdict stands.
         verdict = "[bold yellow]INCOMPLETE[/]"
     if result.interrupted:  # a verdict on part of the audit must not read as the whole
         # A bundle's result holds its unfinished scenarios too (their partial findings).

@@ -236,6 +236,9 @@ def dying_server(max_in_flight: int) -> Iterator[str]:
                 state["dead"] = True
                 assert server is not None
                 server.should_exit = True  # the process goes: nothing listens any more
+                # Answer once uvicorn's shutdown has closed the listening socket (its first
+                # step): a client's next look finds nothing there, as after a process exit.
+                await asyncio.sleep(0.3)
                 return JSONResponse({"error": {"message": "engine core died"}}, status_code=500)
         finally:
             state["in_flight"] -= 1
