@@ -552,7 +552,7 @@ def knobs_honoured(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         asked = [
             info.request_id
             for info in _scenario(trace)
-            if set(info.knobs()) & {"presence_penalty", "frequency_penalty", "logit_bias", "min_p"}
+            if set(info.knobs()) & {"presence_penalty", "frequency_penalty", *FILTERS}
         ]
         if asked:
             # Knobs were sent, yet no token showed whether they acted (a penalised stream
