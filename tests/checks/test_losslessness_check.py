@@ -4,6 +4,7 @@ with the reason. The scenario side: ``baseline_of`` makes a K = 0 run with its o
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,14 +24,22 @@ from specseed.scenarios.schema import AuditConfig, Expectation, Scenario
 from specseed.traces.records import EngineFailure
 
 
-def _scenario(samples: int = 150, baseline: dict[str, Any] | None = None) -> Scenario:
+def _scenario(
+    samples: int = 150,
+    baseline: dict[str, Any] | None = None,
+    logprobs: int | None = None,
+    max_tokens: int = 4,
+) -> Scenario:
     baseline_run = {"name": "baseline", "requests": ["hot"], "baseline_of": "speculative"}
+    hot: dict[str, Any] = {"prompt": [31, 7, 88, 14], "seed": 7}
+    if logprobs is not None:
+        hot["logprobs"] = logprobs
     return Scenario.model_validate(
         {
             "name": "lossless-test",
             "description": "two arms",
-            "defaults": {"max_tokens": 4},
-            "requests": {"hot": {"prompt": [31, 7, 88, 14], "seed": 7}},
+            "defaults": {"max_tokens": max_tokens},
+            "requests": {"hot": hot},
             "runs": [
                 {"name": "speculative", "requests": ["hot"], "engine": {"max_num_requests": 64}},
                 {**baseline_run, "engine": {"max_num_requests": 64}, **(baseline or {})},
@@ -89,6 +98,53 @@ def test_biased_acceptance_fails_and_is_named() -> None:
     assert [s.defect for s in finding.suspects] == ["biased-acceptance"]
     assert finding.requests == ("hot",)
     assert any(line.startswith("rejected hot (T=1) position") for line in finding.details)
+
+
+@pytest.fixture(scope="module")
+def scored() -> AuditResult:
+    """The correct engine with every copy asking the top 20 log-probabilities."""
+    return _audit(_scenario(logprobs=20))
+
+
+def test_reported_logprobs_score_every_token_they_can_and_state_the_power(
+    scored: AuditResult,
+) -> None:
+    [finding] = _lossless(scored)
+    assert finding.status == "pass", finding
+    assert "per token" in finding.message
+    [line] = [d for d in finding.details if "scored by the K = 0 run's log-probabilities" in d]
+    spec_tokens = int(line.split(": ")[1].split(" speculative")[0])
+    # Every first token is scored (its prefix is empty), later ones where a baseline copy
+    # emitted the same prefix: at least the 150 first tokens, at most all 600.
+    assert 150 <= spec_tokens <= 600
+    assert "of TV 0." in line and "detected with 80% power" in line
+
+
+def test_biased_acceptance_fails_the_per_token_test() -> None:
+    scenario = _scenario(logprobs=20, max_tokens=12)
+    [finding] = _lossless(_audit(scenario, ("biased-acceptance",)))
+    assert finding.status == "fail", finding
+    [line] = [d for d in finding.details if d.startswith("rejected hot (T=1) per token")]
+    assert "Kolmogorov-Smirnov D" in line and "PIT CDF differs" in line
+
+
+def test_reports_that_are_not_the_sampled_distribution_are_not_used(
+    scored: AuditResult,
+) -> None:
+    """A K = 0 endpoint that reports another distribution than it samples from (here: flat
+    reports) does not score the speculative tokens: the control says so."""
+    from specseed.traces.records import TokenLogprob
+
+    base = scored.scenarios[0].traces["baseline"]
+    # Most of the mass on token 0, which the engine hardly ever samples.
+    wrong = ((0, math.log(0.9)), *((t, math.log(0.004)) for t in range(1, 20)))
+    reports = {
+        rid: [TokenLogprob(math.log(0.004), wrong) for _ in entries]
+        for rid, entries in base.end.logprobs.items()
+    }
+    finding = _judge(scored, baseline=replace(base, end=replace(base.end, logprobs=reports)))
+    assert finding.status == "pass" and "per token" not in finding.message
+    assert any("do not describe its own tokens" in d for d in finding.details)
 
 
 def _judge(correct: AuditResult, **traces: Any) -> Finding:

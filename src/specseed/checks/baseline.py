@@ -35,9 +35,11 @@ from specseed.checks.findings import Finding, Suspect
 from specseed.checks.registry import comparison_check
 from specseed.checks.token_suspects import TokenDivergence
 from specseed.checks.trace_evidence import shared_draws, sharing_suspects
+from specseed.distribution.pertoken import NAME as PER_TOKEN
 from specseed.traces.records import RequestInfo, RunTrace
 
 if TYPE_CHECKING:
+    from specseed.distribution.pertoken import Top
     from specseed.distribution.twosample import TwoSampleResult
     from specseed.scenarios.schema import Expectation
 
@@ -70,6 +72,15 @@ def sampled_groups(trace: RunTrace) -> dict[GroupKey, list[str]]:
         if info.phase == "scenario" and info.temperature > 0:
             groups.setdefault(_group_key(info), []).append(info.request_id)
     return groups
+
+
+def _reported_tops(trace: RunTrace, ids: Sequence[str]) -> tuple[tuple[Top, ...], ...] | None:
+    """The top-n log-probabilities the run reported for each request's tokens, where every
+    request asked for at least one (``logprobs: n``, n >= 1); None otherwise."""
+    if not ids or any((trace.request(i).logprobs or 0) < 1 for i in ids):
+        return None
+    reported = trace.end.logprobs or {}
+    return tuple(tuple(entry.top for entry in reported.get(i, ())) for i in ids)
 
 
 def _skip(runs: tuple[str, ...], message: str) -> Finding:
@@ -141,6 +152,7 @@ def losslessness(ctx: CheckContext, expectation: Expectation) -> Iterator[Findin
                 label,
                 tuple(tuple(spec.end.outputs.get(i, ())) for i in ids),
                 tuple(tuple(base.end.outputs.get(i, ())) for i in other),
+                _reported_tops(base, other),
             )
         )
     if not groups:
@@ -157,13 +169,20 @@ def losslessness(ctx: CheckContext, expectation: Expectation) -> Iterator[Findin
     smallest = min(result.tests, key=lambda t: t.adjusted_p)
     if not result.rejected:
         first = [t for t in result.tests if t.name == "position 1"] or list(result.tests)
+        scored = [t for t in result.tests if t.name == PER_TOKEN]
+        per_token = (
+            f", per token {min(t.detectable_tv for t in scored):.3f} over "
+            f"{sum(t.speculative for t in scored)} scored tokens"
+            if scored
+            else ""
+        )
         yield Finding(
             status="pass",
             message=f"{len(result.groups)} sampled request"
             f"{'' if len(result.groups) == 1 else 's'} x "
             f"{first[0].speculative} + {first[0].baseline} copies: speculative tokens follow "
             f"the K = 0 distribution (smallest adjusted p {smallest.adjusted_p:.3g}; "
-            f"detectable TV {min(t.detectable_tv for t in first):.3f})",
+            f"detectable TV {min(t.detectable_tv for t in first):.3f}{per_token})",
             runs=runs,
             details=details,
         )
@@ -196,8 +215,22 @@ def _details(result: TwoSampleResult, spec: str, base: str) -> tuple[str, ...]:
             f"{group.label}: {len(group.speculative)} speculative, {len(group.baseline)} "
             f"baseline; TV detectable with 80% power: {', '.join(tv)}"
         )
+        lines.extend(
+            f"{group.label}: {t.speculative} speculative and {t.baseline} baseline tokens "
+            f"scored by the K = 0 run's log-probabilities (randomized PIT); a per-token shift "
+            f"toward or away from the likelier tokens of TV {t.detectable_tv:.3f} is "
+            "detected with 80% power"
+            for t in result.tests
+            if t.group == group.label and t.name == PER_TOKEN
+        )
     lines.extend(f"not tested: {s}" for s in result.skipped)
     for test in sorted(result.rejected, key=lambda t: t.adjusted_p)[:8]:
+        if test.name == PER_TOKEN:
+            lines.append(
+                f"rejected {test.group} {test.name}: Kolmogorov-Smirnov D "
+                f"{test.statistic:.3f}, adjusted p {test.adjusted_p:.2g}; {test.worst_cell}"
+            )
+            continue
         lines.append(
             f"rejected {test.group} {test.name}: chi2 {test.statistic:.1f} on {test.df} df, "
             f"adjusted p {test.adjusted_p:.2g}; most different cell {test.worst_cell}"

@@ -13,7 +13,10 @@ Sub-tests per group, each a Pearson chi-square test of homogeneity on a 2 x C ta
 - ``first two tokens``: the pairs (t0, t1), where a coupling between consecutive tokens
   (two tokens that share a draw) shows while each marginal holds;
 - ``position p after <prefix>``: the next token among the sequences that share the
-  prefix t0..t(p-1), for the most frequent prefixes (the conditional the marginals average).
+  prefix t0..t(p-1), for the most frequent prefixes (the conditional the marginals average);
+- ``per token``, where the baseline reported log-probabilities (``logprobs: n``): every
+  speculative token whose prefix a baseline copy emitted, scored by that copy's report
+  (``pertoken``: a randomized PIT, a two-sample Kolmogorov-Smirnov test, scipy).
 
 Holm over every sub-test of the scenario at ``ALPHA`` family-wise.
 
@@ -33,7 +36,8 @@ so every one with delta >= sqrt(lambda_80 N / (4 n1 n2)): that is ``detectable_t
 for the worst direction of the difference (d_j proportional to p_j); differences hidden
 inside the pooled cell count only by their pooled part.
 
-Pure Python: no torch, no numpy; it reads only emitted tokens, so it judges any engine.
+No torch: it reads only emitted tokens (and reported log-probabilities), so it judges any
+engine.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
+from specseed.distribution import pertoken
+from specseed.distribution.pertoken import Top
 from specseed.distribution.stats import chi2_sf, holm, noncentrality_for_power
 
 ALPHA = 1e-3
@@ -71,6 +77,10 @@ class TwoSampleGroup:
     label: str
     speculative: tuple[Tokens, ...]
     baseline: tuple[Tokens, ...]
+    baseline_tops: tuple[tuple[Top, ...], ...] | None = None
+    """Per baseline sequence, per token, the top-n log-probabilities the engine reported
+    (``logprobs: n``): the per-token sub-test (``pertoken``) scores the speculative tokens
+    by them. None where the baseline did not report them."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +92,7 @@ class TwoSampleTest:
     p_value: float
     cells: int
     speculative: int
-    """Sequences of the speculative arm in the table."""
+    """Sequences of the speculative arm in the table (scored tokens for ``per token``)."""
     baseline: int
     detectable_tv: float = math.nan
     """Smallest TV over the table's cells detected with 80% power (set by ``analyse``)."""
@@ -245,6 +255,26 @@ def analyse(groups: Sequence[TwoSampleGroup], alpha: float = ALPHA) -> TwoSample
             continue
         tested.append(group)
         tests.extend(found)
+        if group.baseline_tops is not None:
+            scored = pertoken.per_token(
+                group.label, group.speculative, group.baseline, group.baseline_tops
+            )
+            if isinstance(scored, str):
+                skipped.append(scored)
+            else:
+                tests.append(
+                    TwoSampleTest(
+                        group.label,
+                        pertoken.NAME,
+                        scored.statistic,
+                        0,
+                        scored.p_value,
+                        0,
+                        scored.speculative,
+                        scored.baseline,
+                        worst_cell=scored.where,
+                    )
+                )
     if not tests:
         return TwoSampleResult(alpha, (), tuple(tested), tuple(skipped))
     rejected, adjusted = holm([t.p_value for t in tests], alpha)
@@ -255,7 +285,11 @@ def analyse(groups: Sequence[TwoSampleGroup], alpha: float = ALPHA) -> TwoSample
                 **t.__dict__,
                 "adjusted_p": adj,
                 "rejected": rej,
-                "detectable_tv": detectable_tv(alpha / m, t.df, t.speculative, t.baseline),
+                "detectable_tv": (
+                    pertoken.detectable_tv(alpha / m, t.speculative, t.baseline)
+                    if t.name == pertoken.NAME
+                    else detectable_tv(alpha / m, t.df, t.speculative, t.baseline)
+                ),
             }
         )
         for t, adj, rej in zip(tests, adjusted, rejected, strict=True)
