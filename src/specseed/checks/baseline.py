@@ -5,8 +5,11 @@ that is its baseline (``baseline_of``: served with max_draft_len 0, its distribu
 seeded after the speculative run's). Per group (a copied request: one prompt and sampling
 setup) both arms' emitted tokens are compared by ``specseed.distribution.twosample`` (token
 counts per position, the first two tokens jointly, later tokens given frequent prefixes),
-Holm-corrected at alpha 1e-3 per scenario. It reads nothing but tokens, so it judges any
-engine, a black-box server included, without the model.
+Holm-corrected at alpha 1e-3 per scenario. Where the baseline's copies report
+log-probabilities (``logprobs: n``), the family also holds a per-token test: the speculative
+tokens scored by those reports (``specseed.distribution.pertoken``). It reads nothing but
+tokens and what the engine reports, so it judges any engine, a black-box server included,
+without the model.
 
 Statuses: ``pass`` with the smallest total variation the samples detect with 80% power;
 ``fail`` with suspects (what the speculative run's setup and recorded draws support);
