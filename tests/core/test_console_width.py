@@ -26,3 +26,20 @@ def test_a_console_built_under_one_width_prints_at_the_width_set_later(
 def test_an_explicit_width_stays(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "300")
     assert SafeConsole(width=50).width == 50
+
+
+def test_a_failed_write_is_not_printed_again_with_the_next_output() -> None:
+    """A console outlives one command (the CLI builds its consoles at import): a write to a
+    closed stream must not leave its text behind for the next command's output."""
+    import io
+
+    console = SafeConsole(width=80)
+    closed = io.StringIO()
+    closed.close()
+    console.file = closed
+    with pytest.raises(ValueError, match="closed"):
+        console.print("the first command's table")
+    fresh = io.StringIO()
+    console.file = fresh
+    console.print("the second command's table")
+    assert fresh.getvalue() == "the second command's table\n"

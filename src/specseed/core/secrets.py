@@ -305,6 +305,16 @@ class SafeConsole(Console):
     def render_str(self, text: str, *args: Any, **kwargs: Any) -> Text:
         return super().render_str(safe_text(text), *args, **kwargs)
 
+    def _write_buffer(self) -> None:
+        try:
+            super()._write_buffer()
+        finally:
+            # Rich empties its buffer only after a write that succeeded: a closed or broken
+            # stream, or an encoding error, left the text there, and a long-lived console
+            # (the CLI's are built at import) printed it again before its next output.
+            if self._buffer_index == 0:
+                del self._buffer[:]
+
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
         cleaned = (
             segment if segment.control else Segment(safe_text(segment.text), segment.style)
