@@ -28,7 +28,9 @@ def make_checkpoint(
     [bold]Example[/]
 
       specseed make-checkpoint ckpt --seed 0
-      # model.yaml: engine: {checkpoint: ckpt/target, draft_checkpoint: ckpt/draft}
+      # then in model.yaml, under engine:
+      #   checkpoint: ckpt/target
+      #   draft_checkpoint: ckpt/draft
     """
     from specseed.models.make_checkpoint import make_checkpoint as make
 
