@@ -29,7 +29,13 @@ from specseed.checks.token_suspects import TokenDivergence
 from specseed.checks.trace_evidence import emission_map, stream_diff
 from specseed.core.wording import plural
 from specseed.scenarios.schema import Expectation
-from specseed.traces.records import RequestInfo, RunTrace, TokenLogprob
+from specseed.traces.records import (
+    FILTER_KNOBS,
+    PENALTY_KNOBS,
+    RequestInfo,
+    RunTrace,
+    TokenLogprob,
+)
 
 MIN_TOKENS_FOR_IDENTITY = 8
 """Shorter identical outputs prove nothing: peaked distributions repeat short outputs."""
@@ -44,8 +50,8 @@ FORCE = 100.0
 """A ``logit_bias`` at or above this forces its token ("exclusive selection")."""
 MAX_DETAILS = 12
 
-PENALTIES = ("presence_penalty", "frequency_penalty", "repetition_penalty")
-FILTERS = ("logit_bias", "min_p")
+PENALTIES = PENALTY_KNOBS
+FILTERS = FILTER_KNOBS
 
 
 def _scenario(trace: RunTrace) -> list[RequestInfo]:

@@ -41,7 +41,7 @@ from specseed.checks.registry import run_check
 from specseed.checks.suspects import merge
 from specseed.core.seeds import fmt_seed
 from specseed.core.wording import plural
-from specseed.traces.records import RequestInfo, RunTrace
+from specseed.traces.records import FILTER_KNOBS, PENALTY_KNOBS, RequestInfo, RunTrace
 
 CHECK_ID = "seed-collisions"
 ALPHA = 1e-3
@@ -67,9 +67,7 @@ def _setup_key(info: RequestInfo) -> tuple[object, ...]:
     )
 
 
-RESHAPING_KNOBS = (
-    "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias", "min_p"
-)  # fmt: skip
+RESHAPING_KNOBS = (*PENALTY_KNOBS, *FILTER_KNOBS)
 """Knobs that change the sampled distribution beyond temperature, top-k and top-p: the
 oracle's probabilities leave them out, so they bound nothing for such a request."""
 

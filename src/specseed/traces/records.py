@@ -204,6 +204,12 @@ REQUEST_KNOBS = (
 """The other sampling knobs (OpenAI / vLLM names), copied by name like ``REQUEST_SAMPLING``:
 None = unset, the engine's default (an adapter does not send it)."""
 
+PENALTY_KNOBS = ("presence_penalty", "frequency_penalty", "repetition_penalty")
+"""Knobs that reshape the distribution by the tokens already emitted."""
+FILTER_KNOBS = ("logit_bias", "min_p")
+"""Knobs that reshape the distribution by fixed rules (a bias per token, a floor)."""
+
+
 CHILD_SEPARATOR = "#"
 """Child i > 0 of a request with ``n`` > 1 is the request ``<request>#i`` (scenario names
 cannot hold ``#``)."""
