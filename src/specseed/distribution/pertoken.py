@@ -25,7 +25,7 @@ Tests, per group:
   and top-k/top-p; or they are not log-probabilities at all): the per-token test is not run
   and the reason says so;
 - the test: the speculative arm's u against the baseline arm's u, a two-sample
-  Kolmogorov-Smirnov test (scipy.stats.ks_2samp). Under H0 both are i.i.d. uniform; being
+  Kolmogorov-Smirnov test (its asymptotic p-value: conservative). Under H0 both are i.i.d. uniform; being
   two-sample, it does not turn a small inaccuracy of the reports into a false alarm. Each arm
   is scored against reports of the same number of other copies (a speculative copy ignores
   one baseline copy, a baseline copy ignores itself), so the scored positions are chosen
@@ -43,8 +43,8 @@ sqrt(-ln(a / 2) / 2) (the asymptotic critical value, and the binomial spread of 
 point): ``detectable_tv`` is 2 d. Differences that only swap mass between tokens of similar
 probability can hide from it (the histogram sub-tests cover those).
 
-Pure Python and scipy: no torch, no numpy beyond scipy's own; it reads tokens and reported
-log-probabilities only, so it judges a black-box server.
+Pure Python (no torch, numpy or scipy: an audit does not pay scipy's import); it reads tokens
+and reported log-probabilities only, so it judges a black-box server.
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from random import Random
+
+from specseed.distribution.stats import ks_two_sample, ks_uniform
 
 CONTROL_ALPHA = 1e-3
 """Below this one-sample p-value the baseline's reports do not describe its own tokens."""
@@ -148,8 +150,6 @@ def per_token(
     baseline_tops: Sequence[Sequence[Top]],
 ) -> PerToken | str:
     """The per-token test of one group, or why it was not run."""
-    from scipy.stats import ks_2samp, kstest
-
     reports = _Reports(baseline, baseline_tops)
     # One stream of V per group, seeded by its label: a bundle judged again scores alike.
     random = Random(zlib.crc32(label.encode()))
@@ -161,7 +161,7 @@ def per_token(
             f"{label}: {len(spec_u)} speculative and {len(base_u)} baseline tokens scored by "
             f"the K = 0 log-probabilities, fewer than {MIN_SCORED} per arm (per-token test)"
         )
-    control = float(kstest(base_u, "uniform").pvalue)
+    control = ks_uniform(base_u)
     if control < CONTROL_ALPHA:
         return (
             f"{label}: the K = 0 run's reported log-probabilities do not describe its own "
@@ -169,16 +169,15 @@ def per_token(
             "log-probabilities of a tempered or filtered request, or not log-probabilities "
             "of the sampled distribution; per-token test not run"
         )
-    result = ks_2samp(spec_u, base_u)
-    location = float(result.statistic_location)
-    favour = "likelier" if int(result.statistic_sign) > 0 else "less likely"
+    result = ks_two_sample(spec_u, base_u)
+    favour = "likelier" if result.sign > 0 else "less likely"
     where = (
         f"speculative tokens fall in the K = 0 distribution's {favour} tokens: their PIT "
-        f"CDF differs by {float(result.statistic):.3f} at u = {location:.3f}"
+        f"CDF differs by {result.statistic:.3f} at u = {result.location:.3f}"
     )
     return PerToken(
-        float(result.statistic),
-        float(result.pvalue),
+        result.statistic,
+        result.p_value,
         len(spec_u),
         len(base_u),
         control,

@@ -16,7 +16,7 @@ Sub-tests per group, each a Pearson chi-square test of homogeneity on a 2 x C ta
   prefix t0..t(p-1), for the most frequent prefixes (the conditional the marginals average);
 - ``per token``, where the baseline reported log-probabilities (``logprobs: n``): every
   speculative token whose prefix a baseline copy emitted, scored by that copy's report
-  (``pertoken``: a randomized PIT, a two-sample Kolmogorov-Smirnov test, scipy).
+  (``pertoken``: a randomized PIT, a two-sample Kolmogorov-Smirnov test).
 
 Holm over every sub-test of the scenario at ``ALPHA`` family-wise.
 
@@ -36,8 +36,8 @@ so every one with delta >= sqrt(lambda_80 N / (4 n1 n2)): that is ``detectable_t
 for the worst direction of the difference (d_j proportional to p_j); differences hidden
 inside the pooled cell count only by their pooled part.
 
-No torch: it reads only emitted tokens (and reported log-probabilities), so it judges any
-engine.
+Pure Python: no torch, no numpy; it reads only emitted tokens (and reported
+log-probabilities), so it judges any engine.
 """
 
 from __future__ import annotations
