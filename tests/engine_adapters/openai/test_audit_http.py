@@ -124,6 +124,8 @@ def test_defect_free_server_passes_and_skips_what_http_cannot_show(tmp_path: Pat
     # The K = 0 endpoint gives the default library a losslessness verdict with no model.
     [lossless] = _findings(report, "losslessness")
     assert lossless["status"] == "pass" and "detectable TV" in lossless["message"], lossless
+    # The K = 0 endpoint's top-20 log-probabilities scored the speculative tokens one by one.
+    assert "per token" in lossless["message"], lossless
     [overlap] = _findings(report, "overlap-invariance")
     assert overlap["status"] == "skip" and "overlap_scheduler=True" in overlap["message"]
     # The trace says which token-id dialect the server speaks and how that was found.
