@@ -117,5 +117,6 @@ def top_logprobs(
     if count <= 0:
         return chosen, ()
     # A stable sort of -p: most probable first, equal ones by id.
-    order = torch.sort(-probs.double(), stable=True).indices[:count].tolist()
-    return chosen, tuple((t, float(logp[t])) for t in order if float(probs[t]) > 0.0)
+    order = torch.sort(-probs.double(), stable=True).indices[:count]
+    kept = zip(order.tolist(), logp[order].tolist(), probs[order].tolist(), strict=True)
+    return chosen, tuple((t, v) for t, v, p in kept if p > 0.0)
