@@ -108,15 +108,21 @@ def min_p_filter(probs: torch.Tensor, min_p: float | None) -> torch.Tensor:
 
 
 def top_logprobs(
-    probs: torch.Tensor, token: int, count: int
-) -> tuple[float, tuple[tuple[int, float], ...]]:
-    """The natural-log probability of ``token`` under ``probs`` [vocab], and the ``count``
-    most probable tokens with theirs (tokens of probability 0 left out; ties by id)."""
+    probs: torch.Tensor, tokens: Sequence[int], count: int
+) -> list[tuple[float, tuple[tuple[int, float], ...]]]:
+    """Per row of ``probs`` [rows, vocab]: the natural-log probability of that row's token,
+    and the ``count`` most probable tokens with theirs (tokens of probability 0 left out;
+    ties by id). One sort for all rows: a row at a time cost a default audit 1.5 s."""
     logp = torch.log(probs.double())
-    chosen = float(logp[token])
+    rows = torch.arange(len(tokens))
+    chosen = logp[rows, torch.tensor(list(tokens), dtype=torch.long)].tolist()
     if count <= 0:
-        return chosen, ()
+        return [(c, ()) for c in chosen]
     # A stable sort of -p: most probable first, equal ones by id.
-    order = torch.sort(-probs.double(), stable=True).indices[:count]
-    kept = zip(order.tolist(), logp[order].tolist(), probs[order].tolist(), strict=True)
-    return chosen, tuple((t, v) for t, v, p in kept if p > 0.0)
+    order = torch.sort(-probs.double(), dim=-1, stable=True).indices[:, :count]
+    ids, values = order.tolist(), torch.gather(logp, -1, order).tolist()
+    masses = torch.gather(probs, -1, order).tolist()
+    return [
+        (c, tuple((t, v) for t, v, p in zip(i, vs, ps, strict=True) if p > 0.0))
+        for c, i, vs, ps in zip(chosen, ids, values, masses, strict=True)
+    ]

@@ -705,11 +705,13 @@ class _EngineRun:
         speculative = self.max_draft_len > 0 and not row.prefill
         temperature = self._temperature(plan) if plan.temperature > 0 else 1.0
         count = plan.logprobs or 0
-        for j, token in enumerate(emitted):
-            probs = sampler.probs_from_logits(logits[j : j + 1], [temperature])
-            probs = min_p_filter(probs, self._processors(request, speculative).min_p)[0]
-            probs = sampler.filter_probs(probs, plan.top_k, plan.top_p)
-            chosen, top = top_logprobs(probs, token, count)
+        if not emitted:
+            return
+        rows = len(emitted)
+        probs = sampler.probs_from_logits(logits[:rows], [temperature] * rows)
+        probs = min_p_filter(probs, self._processors(request, speculative).min_p)
+        probs = sampler.filter_probs(probs, plan.top_k, plan.top_p)
+        for j, (chosen, top) in enumerate(top_logprobs(probs, emitted, count)):
             if "fake-logprobs" in self.defects and not row.prefill and j < n_accepted:
                 chosen = 0.0  # an accepted draft's log-probability, never computed
             request.logprobs.append(TokenLogprob(chosen, top))
