@@ -25,8 +25,9 @@ first confirmed failure is shrunk (fewest requests, shortest prompts, smallest v
 reported as audit --bundle reports it.
 
 With no MODEL_YAML, searches the embedded reference engine. Exit codes: 0 no failure within
-the budget, 1 a confirmed failure, 2 bad input, 3 the engine could not run, 4 no scenario
-judged, 5 an output could not be written, 130/143 interrupted.
+the budget, 1 a confirmed failure (labelled flaky when the minimal scenario passes as it is
+audited again for the report), 2 bad input, 3 the engine could not run, 4 no scenario judged,
+5 an output could not be written, 130/143 interrupted.
 
 [bold]Examples[/]
 

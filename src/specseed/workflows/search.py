@@ -12,14 +12,18 @@ A confirmed failure stops the search (the workers see a stop file). Its smallest
 a scenario of its own, ``search-<check>``; with ``--bundle`` that scenario is audited again
 on the same session into the bundle (model.yaml, the scenario, traces, findings, root
 causes: the bundle ``specseed report`` turns into an issue body) and stored as its
-``minimal.yaml``. The terminal shows the audit's report of it. The example database lives in
+``minimal.yaml``. The terminal shows the audit's report of it. Where that audit passes (the
+engine gives the same case another verdict on another serve), the failure is reported as
+flaky: said under the audit's report and in the verdict, ``flaky`` in the JSON with the
+findings the search saw, and still exit 1 (an exact check failed on at least two serves of
+the case; a statistical one on every confirmation). The example database lives in
 the bundle's folder (``DIR/.hypothesis``, kept by ``--force``) unless ``--database`` names
 another (a folder shared by CI machines, or Redis), so a rerun tries the known failures
 first. ``--json`` writes the search's own document: ``scenarios_run``, ``failures`` (each
 with its minimal scenario as YAML and its root causes), the candidates, the false-alarm
 budget and the coverage.
 
-Exit codes: 1 a confirmed failure; 0 none within the budget; 4 no scenario judged (the engine
+Exit codes: 1 a confirmed failure (flaky or not); 0 none within the budget; 4 no scenario judged (the engine
 refused every one, or the budget ended first); 130/143 interrupted (what was searched is still
 reported); 5 an output could not be written; 2 bad input; 3 the engine could not run.
 """
@@ -39,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
+from specseed.checks.findings import FAILING, Finding
 from specseed.core.errors import InputError, OutputError
 from specseed.core.text import for_json, for_terminal
 from specseed.run.results import AuditFinished, AuditResult, EventHandler
@@ -91,6 +96,22 @@ class ReportedFailure:
     yaml: str
     """The minimal scenario as YAML (a comment on top says where it came from)."""
 
+    def reproduced(self, audit: AuditResult | None) -> bool | None:
+        """Whether the report's audit of the minimal scenario failed the check again: False
+        makes the failure flaky (the engine gave the same case another verdict); None where
+        that audit did not run (interrupted first)."""
+        findings = self.report_findings(audit)
+        if findings is None:
+            return None
+        return any(f.check == self.found.check and f.status in FAILING for f in findings)
+
+    def report_findings(self, audit: AuditResult | None) -> tuple[Finding, ...] | None:
+        """The findings of the report's audit of the minimal scenario (None: not audited)."""
+        for scenario in audit.scenarios if audit is not None else ():
+            if scenario.scenario.name == self.name:
+                return scenario.findings
+        return None
+
 
 @dataclass
 class SearchResult:
@@ -115,6 +136,19 @@ class SearchResult:
     """The audit of the minimal scenarios (with ``--bundle``: the bundle's)."""
     database: str | None = None
     interrupted: str | None = None
+
+    def flaky(self) -> list[ReportedFailure]:
+        """The failures the report's audit did not fail again."""
+        return [f for f in self.failures if f.reproduced(self.audit) is False]
+
+    def outcome(self) -> str:
+        """``fail``, ``flaky`` (every failure passed when audited again for the report),
+        ``pass``, ``nothing-checked`` or ``interrupted``: what the exit code means."""
+        if self.interrupted:
+            return "interrupted"
+        if self.failures:
+            return "flaky" if len(self.flaky()) == len(self.failures) else "fail"
+        return "pass" if self.scenarios_run else "nothing-checked"
 
     def add(self, part: SliceResult) -> None:
         self.scenarios_run += part.scenarios_run
@@ -494,6 +528,14 @@ class Search(Workflow):
             if console is not None:
                 code = self.flush_terminal(lambda: console.finish(audit, code), code)
             self.emit(AuditFinished(audit, code, self.outputs.bundle))
+        for failure in result.failures:
+            if failure.reproduced(audit) is False:
+                self._progress.note(
+                    f"[yellow]Not reproduced[/]: {escape(failure.found.check)} passed in this "
+                    f"audit of {escape(failure.name)}, though it failed on the same scenario "
+                    "in the search: flaky (see the verdict below)",
+                    always=True,
+                )
 
     @staticmethod
     def _audit_code(audit: AuditResult, problems: int) -> int:
@@ -572,6 +614,7 @@ class Search(Workflow):
                 f"[yellow]Interrupted by {result.interrupted}[/] after {searched} (exit {code})"
             )
             return lines
+        flaky = result.flaky()
         for failure in result.failures:
             found = failure.found
             lines.append(
@@ -579,17 +622,25 @@ class Search(Workflow):
                     found.check, size_text(found.scenario), found.shrink_steps, found.found_after
                 )
             )
+            if failure.reproduced(result.audit) is False:
+                lines.append(
+                    f"[yellow]not reproduced[/]: {escape(failure.name)} passed when audited "
+                    f"again for the report, after failing {escape(found.check)} in the search "
+                    f"and in {plural_reruns(found.confirmations)}: flaky (the engine gives "
+                    "the same scenario another verdict on another serve)"
+                )
         if result.failures:
             bundle = self.outputs.bundle
             if bundle is not None:
                 lines.append(
                     f"bundle: {shown(str(bundle))} (specseed report {shown(str(bundle))} > "
-                    "issue.md)"
+                    "issue.md)" + ("; its traces are of the audit that passed" if flaky else "")
                 )
             else:
                 lines.append("[dim]give --bundle DIR to keep the traces for a bug report[/]")
             checks = ", ".join(f.found.check for f in result.failures)
-            lines.append(f"[red]FAIL[/]: {escape(checks)} after {searched} (exit {code})")
+            label = " (flaky, not reproduced for the report)" if result.outcome() == "flaky" else ""
+            lines.append(f"[red]FAIL[/]{label}: {escape(checks)} after {searched} (exit {code})")
         elif not result.scenarios_run:
             lines.append(
                 f"[yellow]NOTHING CHECKED[/]: no scenario was judged within "
@@ -620,24 +671,26 @@ def plural_reruns(count: int) -> str:
 def search_json(result: SearchResult, search: Search, exit_code: int) -> str:
     """The search's JSON document."""
     from specseed.checks.attribution import root_causes
-    from specseed.checks.findings import FAILING
     from specseed.core.version import __version__
     from specseed.reporting.json_report import finding_dict
 
     engine = search.resolved.engine
-    audited = {
-        s.scenario.name: s.findings for s in (result.audit.scenarios if result.audit else ())
-    }
     failures = []
     for failure in result.failures:
         found = failure.found
-        findings = audited.get(failure.name) or found.findings
+        reproduced = failure.reproduced(result.audit)
+        # The report's findings where its audit failed the check again; else those the
+        # search saw on the same scenario (a flaky failure keeps its evidence).
+        report = failure.report_findings(result.audit) if reproduced else None
+        findings = report if report is not None else found.findings
         failing = [f for f in findings if f.status in FAILING]
         failures.append(
             {
                 "check": found.check,
                 "scenario": failure.name,
                 "scenario_yaml": failure.yaml,
+                "flaky": reproduced is False,
+                "findings_from": "report" if report is not None else "search",
                 "root_causes": [cause.to_json() for cause in root_causes(failing)],
                 "findings": [finding_dict(f) for f in failing],
                 "size": size_text(found.scenario),
@@ -648,7 +701,7 @@ def search_json(result: SearchResult, search: Search, exit_code: int) -> str:
                 "scenarios_before": found.cases_before,
                 "shrink_steps": found.shrink_steps,
                 "shrink_scenarios": found.shrink_cases,
-                "failed_again_in_report": failure.name in audited and bool(failing),
+                "failed_again_in_report": reproduced is True,
             }
         )
     first = [c for c in result.candidates if not c.during_shrink]
@@ -687,6 +740,7 @@ def search_json(result: SearchResult, search: Search, exit_code: int) -> str:
         "database": result.database,
         "bundle": str(search.outputs.bundle) if search.outputs.bundle else None,
         "interrupted": result.interrupted,
+        "outcome": result.outcome(),
         "exit_code": exit_code,
     }
     return json.dumps(for_json(document), indent=2) + "\n"
