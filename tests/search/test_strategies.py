@@ -204,3 +204,22 @@ def test_edge_seeds_are_valid_request_seeds(seed: int) -> None:
     assert INT64_MIN <= seed <= UINT64_MAX
     RequestSpec.model_validate({"prompt": [1], "seed": seed})
     assert seed_class(seed)
+
+
+@FAST
+@given(case=cases(replace(BOUNDS, kinds=("greedy",))))
+def test_greedy_kinds_draw_greedy_requests_and_no_statistical_case(case: dict[str, Any]) -> None:
+    """--kinds greedy: every request greedy, so a known bug of the sampled path is not met."""
+    assert all(r.get("temperature") == 0.0 for r in case["requests"].values()), case
+    assert "distribution" not in case
+
+
+def test_kinds_are_read_and_a_wrong_one_is_named() -> None:
+    from specseed.core.errors import InputError
+    from specseed.workflows.search import parse_kinds
+
+    assert parse_kinds("greedy, seeded") == ("seeded", "greedy")
+    with pytest.raises(InputError, match="not a kind: 'sampled'"):
+        parse_kinds("greedy,sampled")
+    with pytest.raises(InputError):
+        parse_kinds(" , ")

@@ -133,6 +133,16 @@ def search(
             min=1,
         ),
     ] = None,
+    kinds: Annotated[
+        str,
+        typer.Option(
+            "--kinds",
+            help="The request kinds drawn, comma-separated: seeded (sampled, with a seed), "
+            "greedy, unseeded (sampled, no seed). greedy alone searches past a known bug "
+            "of an engine's sampled path (and draws no statistical case).",
+            metavar="KIND[,KIND]",
+        ),
+    ] = "seeded,greedy,unseeded",
     engine_log: Annotated[Path | None, ENGINE_LOG] = None,
     no_progress: Annotated[
         bool,
@@ -152,10 +162,11 @@ def search(
     from specseed.plan.resolve import resolve_audit
     from specseed.run.parallel import parse_jobs
     from specseed.workflows.outputs import AuditOutputs
-    from specseed.workflows.search import Search, parse_duration
+    from specseed.workflows.search import Search, parse_duration, parse_kinds
 
     with error_boundary(runs_engine=True):
         check_model_yaml_argument(model_yaml)
+        chosen_kinds = parse_kinds(kinds)
         seconds = parse_duration(budget)
         shrink_seconds = parse_duration(shrink_budget)
         chosen = seed if seed is not None else random.SystemRandom().randrange(1 << 31)
@@ -181,6 +192,7 @@ def search(
                 json=json_path,
                 database=database,
                 shrink_budget=shrink_seconds,
+                kinds=chosen_kinds,
                 max_scenarios=max_scenarios,
                 shrink_scenarios=max_shrink_scenarios,
             )

@@ -36,7 +36,14 @@ from specseed.core.errors import InputError
 from specseed.scenarios.schema import UINT64_MAX, AuditConfig
 from specseed.search.coverage import Coverage, case_coverage
 from specseed.search.statistics import STATISTICAL_CHECKS
-from specseed.search.strategies import TrafficBounds, cases, field_strategies, is_statistical
+from specseed.search.strategies import (
+    KINDS,
+    RequestKind,
+    TrafficBounds,
+    cases,
+    field_strategies,
+    is_statistical,
+)
 from specseed.traces.records import REQUEST_KNOBS
 
 if TYPE_CHECKING:
@@ -80,6 +87,8 @@ class SearchOptions:
     max_requests: int = 5
     max_tokens: int = 12
     statistical: bool = True
+    kinds: tuple[RequestKind, ...] = KINDS
+    """Request kinds drawn; statistical cases need sampled ones (seeded)."""
     max_scenarios: int | None = None
     """Most cases a slice judges while drawing (None: as many as its time allows); with
     ``shrink_scenarios``, a search that does not depend on the machine's speed."""
@@ -304,6 +313,7 @@ class _Slice:
             statistical=self.options.statistical and not limits.fixed_settings,
             comparisons=registered_comparison_ids(),
             knobs=tuple(k for k in REQUEST_KNOBS if k not in limits.refused_knobs),
+            kinds=self.options.kinds,
         )
         strategies = field_strategies()
         self.fields = tuple(name for name, s in strategies.items() if s is not None)

@@ -68,6 +68,7 @@ from specseed.search.runner import (
     size_text,
 )
 from specseed.search.statistics import DEFAULT_TARGET, AlarmBudget, alarm_budget
+from specseed.search.strategies import KINDS, RequestKind
 from specseed.workflows.base import Interrupts, Workflow
 from specseed.workflows.exit_codes import decide
 from specseed.workflows.minimize import scenario_yaml
@@ -186,6 +187,20 @@ def parse_duration(text: str) -> float:
     return total
 
 
+def parse_kinds(text: str) -> tuple[RequestKind, ...]:
+    """``--kinds``: a comma-separated subset of seeded, greedy, unseeded (``InputError``
+    otherwise), in the order the search draws them."""
+    asked = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [part for part in asked if part not in KINDS]
+    if not asked or unknown:
+        raise InputError(
+            f"cannot read the request kinds {text!r}"
+            + (f": not a kind: {', '.join(map(repr, unknown))}" if unknown else ""),
+            hint=f"name one or more of {', '.join(KINDS)}, comma-separated",
+        )
+    return tuple(kind for kind in KINDS if kind in asked)
+
+
 class Search(Workflow):
     """``specseed search`` as one object (the CLI and tests call it the same way).
 
@@ -214,6 +229,7 @@ class Search(Workflow):
         max_requests: int = 5,
         max_tokens: int = 12,
         statistical: bool = True,
+        kinds: tuple[RequestKind, ...] = KINDS,
         max_scenarios: int | None = None,
         shrink_scenarios: int | None = None,
         adapter: Any = None,
@@ -230,6 +246,7 @@ class Search(Workflow):
         self.max_requests = max_requests
         self.max_tokens = max_tokens
         self.statistical = statistical
+        self.kinds = kinds
         self.max_scenarios = max_scenarios
         self.shrink_scenarios = shrink_scenarios
         self.adapter = adapter
@@ -338,6 +355,7 @@ class Search(Workflow):
                 max_requests=self.max_requests,
                 max_tokens=self.max_tokens,
                 statistical=self.statistical,
+                kinds=self.kinds,
                 max_scenarios=self.max_scenarios,
                 shrink_scenarios=self.shrink_scenarios,
             )
