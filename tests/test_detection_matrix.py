@@ -1,14 +1,27 @@
 """The detection matrix (issue 5): every defect class the checks target is caught and named.
 
 For each defect id, the audit of the default built-in library with ``defects: [id]`` under
-``contract: ideal`` must exit 1 and name the id among its failing findings' suspects; with no
-defect it must pass; a defect-free ``trtllm-pr17599`` engine must yield as known limitations
-only what PR 17599 states, and as failures the upstream bugs its layout carries (each naming
-upstream's report or fix) with the coupling its shared draws put in the output. This is the proof that the checks can fail.
+``contract: ideal`` must exit 1, name the id among its failing findings' suspects and have
+it as its one root cause; with no defect it must pass; a defect-free ``trtllm-pr17599``
+engine must yield as known limitations only what PR 17599 states, and as failures the
+upstream bugs its layout carries (each naming upstream's report or fix) with the coupling
+its shared draws put in the output. This is the proof that the checks can fail.
+
+A defect's audit here leaves out the library scenarios its injection does not reach
+(``UNTOUCHED``: the three that take two thirds of an audit's time, each left out where the
+scenario lacks what the injection acts on). Nothing is lost: a scenario whose runs record,
+step by step, what they record without a defect gets the findings it gets without one (the
+checks judge the recorded runs alone), which all pass, and a passing finding is no root
+cause and fails nothing. ``test_untouched_scenarios_run_as_without_a_defect`` shows each
+such scenario's runs, with all the defects it is left out for injected at once, record
+exactly what they record with none (all at once: one injection could hide another's change
+only by undoing it exactly, and each acts on its own code path).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,20 +29,113 @@ import pytest
 from specseed.checks import CHECKS
 from specseed.checks.attribution import root_causes
 from specseed.core.defects import DEFECT_IDS
+from specseed.engine_adapters.base import EngineAdapter
 from specseed.engine_adapters.contracts import get_contract
-from specseed.plan.planning import plan_audit
-from specseed.run.execute import run_audit
-from specseed.run.matrix import MatrixResult
+from specseed.plan.planning import base_settings, plan_audit
+from specseed.run.execute import create_adapter, run_audit
+from specseed.run.matrix import MatrixResult, matrix_rows, row_of
 from specseed.run.results import AuditEvent, AuditResult, ScenarioChecked, ScenarioResult
 from specseed.scenarios.schema import AuditConfig, EngineConfig
 from specseed.workflows.matrix import run_matrix
 
 UNTARGETED = {d for d in DEFECT_IDS if not any(d in spec.targets for spec in CHECKS.values())}
 
+CONFIG = AuditConfig()
+
+# Why the scenarios below are out of these injections' reach. Knobs: they act on penalties,
+# stop conditions, an unset temperature or n > 1, which none of the three sets.
+KNOB_DEFECTS = (
+    "spec-knobs-dropped",
+    "penalty-stale-in-step",
+    "tokens-past-stop",
+    "unset-temperature-greedy",
+    "children-shared-stream",
+)
+# Settings: they act with the overlap scheduler, warmup batches, unseeded sampled requests or
+# seeds of 2**32 and above, which none of the three has.
+SETTING_DEFECTS = (
+    "overlap-window-reuse",
+    "warmup-overflow",
+    "unseeded-shared-stream",
+    "neighbor-unseeded",
+    "seed-high-bits-dropped",
+)
+# Draws: they act where a random number is drawn, and a greedy request draws none.
+DRAW_DEFECTS = (
+    "engine-counter",
+    "row0-seed",
+    "row-subsequence",
+    "draft-shared-offset",
+    "draw-overlap",
+    "biased-acceptance",
+    "accept-reuses-draft-draw",
+    "draft-temperature-skipped",
+)
+UNTOUCHED: dict[str, tuple[str, ...]] = {
+    "greedy-speculation": (*KNOB_DEFECTS, *SETTING_DEFECTS, *DRAW_DEFECTS, "fake-logprobs"),
+    # K = 1 (one draft step, so one draft offset) and no log-probabilities asked for.
+    "distribution": (*KNOB_DEFECTS, *SETTING_DEFECTS, "draft-shared-offset", "fake-logprobs"),
+    # Temperature 1, where a draft distribution taken without it is the same.
+    "losslessness": (*KNOB_DEFECTS, *SETTING_DEFECTS, "draft-temperature-skipped"),
+}
+"""Library scenarios and the defects whose audits leave them out (see the module docstring)."""
+
 
 @pytest.fixture(scope="module")
-def matrix() -> MatrixResult:
-    return run_matrix(AuditConfig(), Path.cwd())
+def engine() -> Iterator[EngineAdapter]:
+    adapter = create_adapter(base_settings(CONFIG, Path.cwd()))
+    yield adapter
+    adapter.close()
+
+
+@pytest.fixture(scope="module")
+def defect_free(engine: EngineAdapter) -> AuditResult:
+    """The library's audit with no defect, each run's steps kept."""
+    planned = plan_audit(CONFIG, Path.cwd())
+    return run_audit(CONFIG, planned, Path.cwd(), adapter=engine, keep_steps=True)
+
+
+@pytest.fixture(scope="module")
+def matrix(engine: EngineAdapter, defect_free: AuditResult) -> MatrixResult:
+    """The matrix: the defect-free audit, then each defect's audit of the library scenarios
+    its injection reaches (the defects that reach the same ones served side by side)."""
+    library = [s.scenario.name for s in defect_free.scenarios]
+    reaching: dict[tuple[str, ...], list[str]] = {}
+    for defect in DEFECT_IDS:
+        reached = tuple(s for s in library if defect not in UNTOUCHED.get(s, ()))
+        reaching.setdefault(reached, []).append(defect)
+    rows = {
+        row.defect: row
+        for scenarios, defects in reaching.items()
+        for row in matrix_rows(CONFIG, Path.cwd(), defects, engine, scenario_filter=scenarios)
+    }
+    return MatrixResult(
+        CONFIG.engine.contract, (row_of(None, defect_free), *(rows[d] for d in DEFECT_IDS))
+    )
+
+
+@pytest.mark.parametrize("scenario", sorted(UNTOUCHED))
+def test_untouched_scenarios_run_as_without_a_defect(
+    engine: EngineAdapter, defect_free: AuditResult, scenario: str
+) -> None:
+    defects = UNTOUCHED[scenario]
+    assert set(defects) <= set(DEFECT_IDS) and scenario in {
+        s.scenario.name for s in defect_free.scenarios
+    }
+    config = AuditConfig(
+        engine=EngineConfig(options={"defects": list(defects)}), scenarios=[scenario]
+    )
+    audit = run_audit(
+        config, plan_audit(config, Path.cwd()), Path.cwd(), adapter=engine, keep_steps=True
+    )
+    [injected] = audit.scenarios
+    [clean] = [s for s in defect_free.scenarios if s.scenario.name == scenario]
+    assert injected.traces.keys() == clean.traces.keys()
+    for run, trace in injected.traces.items():
+        recorded = clean.traces[run]
+        assert trace.header.engine_config.options["defects"] == list(defects)
+        assert trace.steps and trace.steps == recorded.steps, f"{scenario}/{run}: steps differ"
+        assert replace(trace.end, seconds=0.0) == replace(recorded.end, seconds=0.0), run
 
 
 TRTLLM = AuditConfig(engine=EngineConfig(contract="trtllm-pr17599"))

@@ -130,7 +130,8 @@ class MatrixResult:
         return baseline and not self.missed() and not self.imprecise()
 
 
-def _row(defect: str | None, result: AuditResult) -> MatrixRow:
+def row_of(defect: str | None, result: AuditResult) -> MatrixRow:
+    """The row of an audit run with ``defect`` injected (None: none)."""
     failing = [f for f in result.findings if f.status in FAILING]
     naming = sorted({f.check for f in failing if any(s.defect == defect for s in f.suspects)})
     return MatrixRow(
@@ -241,7 +242,7 @@ def _rows_side_by_side(
         if on_event is not None:
             for event in events:
                 on_event(event)
-        row = _row(defect, result)
+        row = row_of(defect, result)
         rows.append(row)
         if on_row is not None:
             on_row(row)
@@ -264,7 +265,7 @@ def matrix_row(
     if result.interrupted:
         # The audit stopped at a signal and kept what finished: no row can stand for it.
         raise AuditInterrupted(result.interrupted)
-    return _row(defect, result)
+    return row_of(defect, result)
 
 
 @dataclass(frozen=True)
