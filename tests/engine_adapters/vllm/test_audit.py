@@ -22,24 +22,14 @@ from __future__ import annotations
 
 import pytest
 
-from specseed.models.make_checkpoint import CheckpointBundle
-from specseed.plan.planning import plan_audit
-from specseed.run.execute import run_audit
 from specseed.run.results import AuditResult
-from specseed.scenarios.schema import AuditConfig
-from tests.engine_adapters.vllm.common import vllm_engine
 
 pytestmark = pytest.mark.vllm
 
 
-@pytest.fixture(scope="module")
-def audit(engine, checkpoint: CheckpointBundle) -> AuditResult:  # type: ignore[no-untyped-def]
-    config = AuditConfig(
-        engine=vllm_engine(checkpoint),
-        scenarios=["builtin"],
-    )
-    planned = plan_audit(config, checkpoint.root)
-    return run_audit(config, planned, checkpoint.root, adapter=engine)
+@pytest.fixture
+def audit(library_audit: AuditResult) -> AuditResult:
+    return library_audit
 
 
 def _statuses(audit: AuditResult, check: str) -> dict[str, set[str]]:
