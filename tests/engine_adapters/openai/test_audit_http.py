@@ -7,7 +7,8 @@ through the ``openai`` adapter, end to end through the CLI.
   that answers garbage and one that answers 500 each end in a clear finding or exit code.
 
 Load is bounded: the scenarios' own requests (tens per run), one retry with millisecond
-backoff, 30 s per HTTP attempt, and every server is killed when its test ends.
+backoff, 30 s per HTTP attempt, and every server is killed when its test ends (the one
+defect-free server the tests that need no other share: when the module ends).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from specseed.run.execute import run_audit
 from specseed.run.results import RunFinished
 from specseed.scenarios.loader import load_audit_config
 from tests.engine_adapters.openai.servers import (
+    ServerProcess,
     asgi_server,
     dying_server,
     malformed_server,
@@ -101,9 +103,21 @@ def _findings(report: dict, check: str) -> list[dict]:
     return [f for f in report["findings"] if f["check"] == check]
 
 
-def test_defect_free_server_passes_and_skips_what_http_cannot_show(tmp_path: Path) -> None:
-    with servers(tmp_path, {}, [{"max_draft_len": 0}]) as (url, (no_spec,)):
-        model = _model_yaml(tmp_path, url, ["builtin"], [({"max_draft_len": 0}, no_spec)])
+@pytest.fixture(scope="module")
+def defect_free() -> Iterator[ServerProcess]:
+    """One defect-free ``specseed serve`` for the tests that only need one (a correct engine
+    answers alike whatever it served before: the library's uptime scenario holds it to that)."""
+    with specseed_serve() as server:
+        yield server
+
+
+def test_defect_free_server_passes_and_skips_what_http_cannot_show(
+    tmp_path: Path, defect_free: ServerProcess
+) -> None:
+    url = defect_free.url
+    no_spec_yaml = _server_yaml(tmp_path, "variant", {"max_draft_len": 0})
+    with specseed_serve(no_spec_yaml) as no_spec:
+        model = _model_yaml(tmp_path, url, ["builtin"], [({"max_draft_len": 0}, no_spec.url)])
         code, report, output = _audit(model, "--trace-dir", str(tmp_path / "traces"))
     assert code == 0, output
     statuses = {f["status"] for f in report["findings"]}
@@ -199,10 +213,9 @@ def test_root_causes_over_http_are_the_same_audit_after_audit(tmp_path: Path) ->
 
 
 def test_losslessness_without_a_k0_endpoint_is_skip_saying_how_to_add_one(
-    tmp_path: Path,
+    tmp_path: Path, defect_free: ServerProcess
 ) -> None:
-    with specseed_serve() as server:
-        code, report, output = _audit(_model_yaml(tmp_path, server.url, ["losslessness"]))
+    code, report, output = _audit(_model_yaml(tmp_path, defect_free.url, ["losslessness"]))
     assert code == 0, output
     [lossless] = _findings(report, "losslessness")
     assert lossless["status"] == "skip", lossless
@@ -301,8 +314,10 @@ def test_nothing_listening_is_exit_3(tmp_path: Path) -> None:
     assert "Traceback" not in output
 
 
-def test_a_gateway_that_drops_the_seed_is_caught(tmp_path: Path) -> None:
-    with specseed_serve() as server, asgi_server(seed_dropping_proxy(server.url)) as gateway:
+def test_a_gateway_that_drops_the_seed_is_caught(
+    tmp_path: Path, defect_free: ServerProcess
+) -> None:
+    with asgi_server(seed_dropping_proxy(defect_free.url)) as gateway:
         code, report, output = _audit(_model_yaml(tmp_path, gateway, ["reproducibility"]))
     assert code == 1, output
     [finding] = _findings(report, "run-to-run")
@@ -353,14 +368,19 @@ def test_api_key_from_an_env_var_never_reaches_reports_or_traces(
     assert "SPECSEED_TEST_KEY" in (tmp_path / "report.json").read_text()
 
 
-def test_an_audit_sends_exactly_its_planned_requests(tmp_path: Path) -> None:
+def test_an_audit_sends_exactly_its_planned_requests(
+    tmp_path: Path, defect_free: ServerProcess
+) -> None:
     import httpx
 
-    with specseed_serve() as server:
-        started = time.monotonic()
-        code, _, output = _audit(_model_yaml(tmp_path, server.url, ["uptime", "warmup"]))
-        elapsed = time.monotonic() - started
-        served = httpx.get(f"{server.url}/health").json()["completions"]
+    def completions() -> int:
+        return int(httpx.get(f"{defect_free.url}/health").json()["completions"])
+
+    before = completions()  # what the module's earlier tests sent it
+    started = time.monotonic()
+    code, _, output = _audit(_model_yaml(tmp_path, defect_free.url, ["uptime", "warmup"]))
+    elapsed = time.monotonic() - started
+    served = completions() - before
     assert code == 0, output
     # uptime: 3 runs x 3 requests, 5 + 3 prior requests, then request a alone twice, after
     # 5 prior requests the second time; warmup: 2 runs x 2 requests and one warmup burst of
@@ -394,16 +414,15 @@ def test_a_refused_api_key_gets_the_api_key_hint(
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_url_credentials_never_reach_a_bundle_whichever_process_wrote_it(
-    tmp_path: Path, jobs: str
+    tmp_path: Path, jobs: str, defect_free: ServerProcess
 ) -> None:
     """The bundle's traces are written by the worker processes under --jobs: they remove
     secrets from the headers as the serial audit does."""
     password = "pw-in-url-71c3"
-    with specseed_serve() as server:
-        url = server.url.replace("http://", f"http://auditor:{password}@")
-        model = _model_yaml(tmp_path, url, ["distinct-seeds", "uptime"])
-        bundle = tmp_path / "bundle"
-        code, _, output = _audit(model, "--jobs", jobs, "--bundle", str(bundle))
+    url = defect_free.url.replace("http://", f"http://auditor:{password}@")
+    model = _model_yaml(tmp_path, url, ["distinct-seeds", "uptime"])
+    bundle = tmp_path / "bundle"
+    code, _, output = _audit(model, "--jobs", jobs, "--bundle", str(bundle))
     assert code == 0, output
     files = [p for p in bundle.rglob("*") if p.is_file()]
     assert len([p for p in files if p.suffix == ".jsonl"]) == 6  # 1 + 5 runs
