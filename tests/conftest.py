@@ -10,7 +10,8 @@ controller schedules by node id alone (it never collects), so the vLLM group is 
 (``VLLM_PATHS``); each worker checks at collection that the paths and the ``vllm`` marker
 name the same tests, and that a fixture shared beyond one module stays within one group
 (a test where they do not fails).
-Workers take the vLLM group first (the longest), then the modules with the most tests.
+Workers take the vLLM group first (the longest), then the modules with a ``slow`` test, then
+the rest, each by their number of tests, most first.
 
 xdist's own ``--dist loadgroup`` is not used: with pytest 9.2 its ``xdist_group`` marks no
 longer reach the scheduler (pytest-dev/pytest-xdist issue 1386: the worker rewrites
@@ -118,17 +119,23 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def _longest_scopes_first(items: list[pytest.Item]) -> None:
     # Every worker collects, and all must collect the same order: the vLLM group first (the
-    # longest), then the modules with the most tests. The stable sort keeps each module's
-    # own order; --no-loadscope-reorder makes the scheduler keep this one.
+    # longest), then the modules with a ``slow`` test, then the others, each by their number
+    # of tests, most first. A worker takes the next scope when it is nearly done with its
+    # own, so the last scopes taken decide how long one worker runs alone at the end: they
+    # had better be short ones. The stable sort keeps each module's own order;
+    # --no-loadscope-reorder makes the scheduler keep this one.
     sizes: dict[str, int] = {}
+    slow: set[str] = set()
     for item in items:
         scope = scheduling_scope(item.nodeid)
         sizes[scope] = sizes.get(scope, 0) + 1
+        if item.get_closest_marker("slow") is not None:
+            slow.add(scope)
 
-    def rank(pair: tuple[int, pytest.Item]) -> tuple[int, int, int]:
+    def rank(pair: tuple[int, pytest.Item]) -> tuple[int, int, int, int]:
         index, item = pair
         scope = scheduling_scope(item.nodeid)
-        return (scope != VLLM_GROUP, -sizes[scope], index)
+        return (scope != VLLM_GROUP, scope not in slow, -sizes[scope], index)
 
     items[:] = [item for _, item in sorted(enumerate(items), key=rank)]
 

@@ -14,6 +14,8 @@ from specseed.run.matrix import SIDE_BY_SIDE_AUDITS, matrix_groups
 from specseed.run.results import AuditEvent, AuditStarted, RunStarted, ScenarioChecked
 from specseed.scenarios.schema import AuditConfig, EngineConfig
 
+pytestmark = pytest.mark.slow
+
 SCENARIOS = ["distinct-seeds", "greedy-speculation", "uptime"]
 DEFECTS: list[list[str]] = [[], ["row0-seed"], ["greedy-drift"], ["engine-counter"]]
 

@@ -38,6 +38,8 @@ from specseed.scenarios.schema import AuditConfig, EngineConfig
 from specseed.traces.records import read_trace
 from specseed.workflows.replay import replay
 
+pytestmark = pytest.mark.slow
+
 cli = CliRunner()
 
 

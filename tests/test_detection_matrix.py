@@ -38,6 +38,8 @@ from specseed.run.results import AuditEvent, AuditResult, ScenarioChecked, Scena
 from specseed.scenarios.schema import AuditConfig, EngineConfig
 from specseed.workflows.matrix import run_matrix
 
+pytestmark = pytest.mark.slow
+
 UNTARGETED = {d for d in DEFECT_IDS if not any(d in spec.targets for spec in CHECKS.values())}
 
 CONFIG = AuditConfig()

@@ -16,6 +16,7 @@ import os
 from functools import cache
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,6 +30,8 @@ from specseed.plan.planning import PlannedScenario, plan_run
 from specseed.run.execute import run_audit
 from specseed.scenarios.loader import LoadedScenario
 from specseed.scenarios.schema import AuditConfig, EngineConfig, Scenario
+
+pytestmark = pytest.mark.slow
 
 SEEDS = st.one_of(
     st.none(),

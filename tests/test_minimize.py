@@ -22,6 +22,8 @@ from specseed.scenarios.schema import AuditConfig, EngineConfig, Scenario
 from specseed.workflows.minimize import minimize, scenario_yaml, size_of
 from tests.test_bundle import scenario_for
 
+pytestmark = pytest.mark.slow
+
 TARGETED = [
     d
     for d in DEFECT_IDS
