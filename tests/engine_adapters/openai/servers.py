@@ -1,5 +1,6 @@
-"""Servers for the HTTP tests: ``specseed serve`` as a real subprocess, and tiny in-process
-ASGI apps (a seed-dropping proxy, a malformed server) under uvicorn in a thread.
+"""Servers for the HTTP tests: ``specseed serve`` as a real subprocess or on a thread of the
+test's process, and tiny in-process ASGI apps (a seed-dropping proxy, a malformed server)
+under uvicorn in a thread.
 
 Everything listens on 127.0.0.1 on a free port, every wait is bounded, and every server is
 stopped when its ``with`` block ends, whatever happened inside it.
@@ -97,6 +98,27 @@ def specseed_serve(*args: str, env: dict[str, str] | None = None) -> Iterator[Se
         for stream in (process.stdout, process.stderr):
             if stream is not None:
                 stream.close()
+
+
+@contextmanager
+def specseed_serve_here(model_yaml: str) -> Iterator[str]:
+    """``specseed serve MODEL_YAML --port 0`` on a thread of this process: the server the
+    command runs (``server.launch.prepare``: the engine, the app, uvicorn, the default
+    gathering window), without a second interpreter importing torch; yields its URL."""
+    from specseed.plan.resolve import resolve_audit
+    from specseed.server.launch import ServeOptions, prepare
+
+    settings = resolve_audit(Path(model_yaml), scenarios=False).engine
+    server, sock, url = prepare(settings, ServeOptions(port=0))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        wait_healthy(url, time.monotonic() + START_TIMEOUT_S)
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
 
 
 @contextmanager

@@ -1,5 +1,7 @@
 """Audits over HTTP: ``specseed serve`` runs as a real subprocess on 127.0.0.1 and is audited
-through the ``openai`` adapter, end to end through the CLI.
+through the ``openai`` adapter, end to end through the CLI. The per-defect servers run the
+same server (``server.launch.prepare``) on a thread of the test's process instead: a dozen
+fewer interpreters importing torch.
 
 - the defect-free server passes, and every check that needs more than tokens says skip;
 - each injected defect that changes tokens is caught through HTTP, and named;
@@ -36,6 +38,7 @@ from tests.engine_adapters.openai.servers import (
     malformed_server,
     seed_dropping_proxy,
     specseed_serve,
+    specseed_serve_here,
 )
 
 pytestmark = pytest.mark.slow
@@ -177,8 +180,13 @@ def test_each_token_changing_defect_is_caught_through_http(
     tmp_path: Path, defect: str, scenario: str, check: str, variant: dict[str, object] | None
 ) -> None:
     engine: dict[str, object] = {"options": {"defects": [defect]}}
-    with servers(tmp_path, engine, [variant] if variant else []) as (url, others):
-        pairs = [(variant, others[0])] if variant else []
+    # The server specseed serve runs, on threads of this process (no interpreter to start).
+    with ExitStack() as stack:
+        url = stack.enter_context(specseed_serve_here(_server_yaml(tmp_path, "main", engine)))
+        pairs = []
+        if variant:
+            variant_yaml = _server_yaml(tmp_path, "variant", {**engine, **variant})
+            pairs = [(variant, stack.enter_context(specseed_serve_here(variant_yaml)))]
         code, report, output = _audit(_model_yaml(tmp_path, url, [scenario], pairs))
     assert code == 1, output
     failing = [f for f in _findings(report, check) if f["status"] == "fail"]
