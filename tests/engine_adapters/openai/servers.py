@@ -101,15 +101,16 @@ def specseed_serve(*args: str, env: dict[str, str] | None = None) -> Iterator[Se
 
 
 @contextmanager
-def specseed_serve_here(model_yaml: str) -> Iterator[str]:
+def specseed_serve_here(model_yaml: str, batch_window_s: float = 0.2) -> Iterator[str]:
     """``specseed serve MODEL_YAML --port 0`` on a thread of this process: the server the
-    command runs (``server.launch.prepare``: the engine, the app, uvicorn, the default
-    gathering window), without a second interpreter importing torch; yields its URL."""
+    command runs (``server.launch.prepare``: the engine, the app, uvicorn; the default
+    gathering window unless ``batch_window_s``), without a second interpreter importing
+    torch; yields its URL."""
     from specseed.plan.resolve import resolve_audit
     from specseed.server.launch import ServeOptions, prepare
 
     settings = resolve_audit(Path(model_yaml), scenarios=False).engine
-    server, sock, url = prepare(settings, ServeOptions(port=0))
+    server, sock, url = prepare(settings, ServeOptions(port=0, batch_window_s=batch_window_s))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:

@@ -1,7 +1,7 @@
 """Audits over HTTP: ``specseed serve`` runs as a real subprocess on 127.0.0.1 and is audited
-through the ``openai`` adapter, end to end through the CLI. The per-defect servers run the
-same server (``server.launch.prepare``) on a thread of the test's process instead: a dozen
-fewer interpreters importing torch.
+through the ``openai`` adapter, end to end through the CLI. The per-defect servers and the K = 0
+variants run the same server (``server.launch.prepare``) on a thread of the test's process
+instead: a dozen fewer interpreters importing torch.
 
 - the defect-free server passes, and every check that needs more than tokens says skip;
 - each injected defect that changes tokens is caught through HTTP, and named;
@@ -109,8 +109,11 @@ def _findings(report: dict, check: str) -> list[dict]:
 @pytest.fixture(scope="module")
 def defect_free() -> Iterator[ServerProcess]:
     """One defect-free ``specseed serve`` for the tests that only need one (a correct engine
-    answers alike whatever it served before: the library's uptime scenario holds it to that)."""
-    with specseed_serve() as server:
+    answers alike whatever it served before: the library's uptime scenario holds it to that).
+    It gathers a burst for 20 ms, not the default 200 ms, which an audit of the whole library
+    spent mostly idle: a correct engine gives the same tokens however a burst is split (the
+    default window is the one the per-defect and root-cause tests' servers keep)."""
+    with specseed_serve("--batch-window-ms", "20") as server:
         yield server
 
 
@@ -119,8 +122,8 @@ def test_defect_free_server_passes_and_skips_what_http_cannot_show(
 ) -> None:
     url = defect_free.url
     no_spec_yaml = _server_yaml(tmp_path, "variant", {"max_draft_len": 0})
-    with specseed_serve(no_spec_yaml) as no_spec:
-        model = _model_yaml(tmp_path, url, ["builtin"], [({"max_draft_len": 0}, no_spec.url)])
+    with specseed_serve_here(no_spec_yaml, batch_window_s=0.02) as no_spec:
+        model = _model_yaml(tmp_path, url, ["builtin"], [({"max_draft_len": 0}, no_spec)])
         code, report, output = _audit(model, "--trace-dir", str(tmp_path / "traces"))
     assert code == 0, output
     statuses = {f["status"] for f in report["findings"]}
