@@ -78,10 +78,13 @@ def test_token_checks_give_verdicts_and_every_rng_check_skips_with_its_reason(
     rng = [f for f in findings if f["check"] in RNG_CHECKS]
     assert rng and all(f["status"] == "skip" for f in rng)
     assert {f["check"] for f in rng} == RNG_CHECKS
-    # knobs: the engine refuses every request with a knob, in its own words.
-    refused = [f for f in rng if f["scenario"] == "knobs"]
-    assert refused and all("tokens-only takes temperature" in f["message"] for f in refused)
-    rng = [f for f in rng if f["scenario"] != "knobs"]
+    # knobs, and losslessness (its copies ask logprobs): the engine refuses every request
+    # with a knob, in its own words.
+    refusing = ("knobs", "losslessness")
+    refused = [f for f in rng if f["scenario"] in refusing]
+    assert {f["scenario"] for f in refused} == set(refusing)
+    assert all("tokens-only takes temperature" in f["message"] for f in refused)
+    rng = [f for f in rng if f["scenario"] not in refusing]
     assert all("engine tokens-only does not expose" in f["message"] for f in rng)
     assert any(
         f["message"] == "rng-contract: engine tokens-only does not expose batch rows and "
@@ -92,20 +95,22 @@ def test_token_checks_give_verdicts_and_every_rng_check_skips_with_its_reason(
     token_checks = {c for c, spec in CHECKS.items() if spec.needs == ("tokens",)}
     # Every token-level check ran on the library and held, but the distribution check, which
     # needs a checkpoint specseed can load (this engine names none) and says so, and the
-    # losslessness check: this engine's tokens do not vary with the seed, so there is no
-    # distribution to compare, and it says that instead of passing.
+    # losslessness check: its scenario's copies ask logprobs, which this engine refuses, and
+    # it says so instead of passing.
     # The knob checks have nothing to judge: the engine refuses every knob and reports no
     # finish reason or log-probability (stop-boundaries passes only on a stop it saw).
     knob_checks = {"stop-boundaries", "logprobs-sane", "children-distinct", "knobs-honoured",
                    "knob-equivalence"}  # fmt: skip
     assert passed == token_checks - {"distribution", "losslessness"} - knob_checks
     dist = [
-        f["message"] for f in findings if f["check"] == "distribution" and f["scenario"] != "knobs"
+        f["message"]
+        for f in findings
+        if f["check"] == "distribution" and f["scenario"] not in refusing
     ]
     assert dist and all("names no checkpoint specseed can load" in m for m in dist), dist
     lossless = [f for f in findings if f["check"] == "losslessness"]
     assert lossless and all(
-        f["status"] == "skip" and "nothing varies" in f["message"] for f in lossless
+        f["status"] == "skip" and "tokens-only takes temperature" in f["message"] for f in lossless
     ), lossless
     # Nothing that needs what the engine hides passed.
     assert not any(f["status"] == "pass" for f in rng)
@@ -138,8 +143,11 @@ def test_a_check_from_another_package_runs_in_the_audit(installed: Path) -> None
         code, report = _audit(installed, "engine:\n  name: tokens-only\n")
         assert code == 0
         mine = [f for f in report["findings"] if f["check"] == "plugin-outputs-nonempty"]
-        # knobs: the engine refuses the knobs, so that scenario's runs are skips.
-        assert mine and all(f["status"] == "pass" for f in mine if f["scenario"] != "knobs")
+        # knobs and losslessness (logprobs): the engine refuses the knobs, so those
+        # scenarios' runs are skips.
+        assert mine and all(
+            f["status"] == "pass" for f in mine if f["scenario"] not in ("knobs", "losslessness")
+        )
     finally:
         CHECKS.pop("plugin-outputs-nonempty", None)
 
