@@ -155,7 +155,16 @@ def run(case: Case, columns: int, where: dict[str, str], folder: Path) -> str:
     text = re.sub(r"(?<![\d:])\d+:\d\d(?![\d:])", "T", text)  # a clock's m:ss (search)
     # Where the engine's log went: an in-process audit captures fd 2, which other tests' threads
     # in this worker (a session's vLLM engine) may write to; the line is not what this test reads.
-    text = re.sub(r"The engine's log \(\d+ lines?\) is in\s+\S+\n?", "", text)
+    kept, wrapped = [], False
+    for line in text.split("\n"):
+        plain = ANSI.sub("", line)
+        if plain.startswith("The engine's log ("):
+            wrapped = not plain.rstrip().endswith(".log")  # the path went on the next line
+            continue
+        if not wrapped:
+            kept.append(line)
+        wrapped = False
+    text = "\n".join(kept)
     return re.sub(r"\b\d+\.\d+s\b", "T", text)
 
 
