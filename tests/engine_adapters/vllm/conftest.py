@@ -19,28 +19,35 @@ from specseed.engine_adapters.base import EngineSettings
 from specseed.models.make_checkpoint import CheckpointBundle, make_checkpoint
 from specseed.run.results import AuditResult
 
-
-def _vllm_unavailable() -> str | None:
-    try:
-        from specseed.engine_adapters.vllm.adapter import import_vllm
-
-        import_vllm()
-    except EngineUnavailable as exc:
-        return f"{exc.message}" + (f" ({exc.hint})" if exc.hint else "")
-    return None
+_UNAVAILABLE: list[str] = []
+"""Why vLLM cannot be imported here ("" when it can), once it has been tried."""
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    reason = None
+def _vllm_unavailable() -> str:
+    if not _UNAVAILABLE:
+        try:
+            from specseed.engine_adapters.vllm.adapter import import_vllm
+
+            import_vllm()
+        except EngineUnavailable as exc:
+            _UNAVAILABLE.append(f"{exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
+        else:
+            _UNAVAILABLE.append("")
+    return _UNAVAILABLE[0]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Only this directory's in-process tests (the vllm marker also tags `vllm serve` tests
+    # elsewhere, which bring their own interpreter), and by the marker itself: item.keywords
+    # also holds directory names (a checkout named vllm). Tried when the first of them is set
+    # up, not at collection: importing vLLM takes seconds, and under xdist every worker
+    # collects every test while one worker runs these.
     here = Path(__file__).parent
-    for item in items:
-        # Only this directory's in-process tests (the vllm marker also tags `vllm serve` tests
-        # elsewhere, which bring their own interpreter), and by the marker itself:
-        # item.keywords also holds directory names (a checkout named vllm).
-        if here in Path(str(item.fspath)).parents and item.get_closest_marker("vllm"):
-            reason = reason if reason is not None else (_vllm_unavailable() or "")
-            if reason:
-                item.add_marker(pytest.mark.skip(reason=f"vLLM not importable: {reason}"))
+    if here in Path(str(item.fspath)).parents and item.get_closest_marker("vllm"):
+        reason = _vllm_unavailable()
+        if reason:
+            pytest.skip(f"vLLM not importable: {reason}")
 
 
 @pytest.fixture(scope="session")
