@@ -16,6 +16,9 @@ from specseed.cli.app import app
 from specseed.core.errors import InputError
 from tests.releases.wheels import standin_wheel
 
+# Ten seconds or more alone: handed out first under xdist (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 MODEL = """engine:
   name: standin
   options: {knob: true}

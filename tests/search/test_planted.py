@@ -27,6 +27,9 @@ from specseed.scenarios.schema import AuditConfig, EngineConfig
 from specseed.workflows.outputs import AuditOutputs
 from specseed.workflows.search import Search, SearchOutcome
 
+# Ten seconds or more alone: handed out first under xdist (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 SEEDS = {
     "long-prefill-shift": 0,
     "seed-low-bits": 3,
