@@ -272,3 +272,20 @@ def test_a_forced_token_beside_another_lifted_one_is_not_judged() -> None:
     request = _info("r", logit_bias=((0, 100.0), (7, 91.0)))
     trace = _trace("r", [request], {"r": (7,)})
     assert [f.status for f in knobs_honoured(_ctx(trace), trace)] in ([], ["skip"])
+
+
+def test_a_penalty_that_rewards_repetition_is_not_broad_sampling() -> None:
+    """Children of a request whose penalty feeds loops (found by a search of a correct
+    server: repetition_penalty 0.5 at T 0.8, two children alike for 8 tokens) may agree by
+    chance: no identity is asked of them."""
+    from specseed.checks.request_streams import broad
+
+    plain = _info("r", temperature=0.8)
+    assert broad(plain)
+    for knobs in (
+        {"repetition_penalty": 0.5},
+        {"presence_penalty": -1.0},
+        {"frequency_penalty": -0.5},
+    ):
+        assert not broad(_info("r", temperature=0.8, **knobs)), knobs
+    assert broad(_info("r", temperature=0.8, repetition_penalty=1.5, presence_penalty=1.0))

@@ -193,13 +193,18 @@ def _same_setup(x: RequestInfo, y: RequestInfo) -> bool:
 
 def broad(request: RequestInfo) -> bool:
     """Sampled broadly enough that two independent streams rarely agree for 8 tokens: no
-    min_p or logit_bias either (either can force every token on a correct engine)."""
+    min_p or logit_bias either (either can force every token on a correct engine), and no
+    penalty that rewards repetition (a repetition_penalty below 1, a negative presence or
+    frequency penalty: a loop it feeds can take every token)."""
     return (
         request.temperature >= IDENTITY_MIN_TEMPERATURE
         and request.top_p >= IDENTITY_MIN_TOP_P
         and request.top_k != 1
         and not request.min_p
         and not request.logit_bias
+        and (request.repetition_penalty is None or request.repetition_penalty >= 1.0)
+        and (request.presence_penalty or 0.0) >= 0.0
+        and (request.frequency_penalty or 0.0) >= 0.0
     )
 
 
