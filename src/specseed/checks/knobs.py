@@ -50,9 +50,6 @@ FORCE = 100.0
 """A ``logit_bias`` at or above this forces its token ("exclusive selection")."""
 MAX_DETAILS = 12
 
-PENALTIES = PENALTY_KNOBS
-FILTERS = FILTER_KNOBS
-
 
 def _scenario(trace: RunTrace) -> list[RequestInfo]:
     return [r for r in trace.header.requests if r.phase == "scenario"]
@@ -558,7 +555,7 @@ def knobs_honoured(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         asked = [
             info.request_id
             for info in _scenario(trace)
-            if set(info.knobs()) & {"presence_penalty", "frequency_penalty", *FILTERS}
+            if set(info.knobs()) & {"presence_penalty", "frequency_penalty", *FILTER_KNOBS}
         ]
         if asked:
             # Knobs were sent, yet no token showed whether they acted (a penalised stream
@@ -653,7 +650,9 @@ def _divergence_suspects(
         r.request_id: {k: v for k, v in r.knobs().items() if k != "logprobs"} for r in requests
     }
     filters_held = any(
-        any(k in knobs for k in FILTERS) and not any(k in knobs for k in PENALTIES) and rid in held
+        any(k in knobs for k in FILTER_KNOBS)
+        and not any(k in knobs for k in PENALTY_KNOBS)
+        and rid in held
         for rid, knobs in knobs_of.items()
     )
     control_diverged = any(not knobs and rid not in held for rid, knobs in knobs_of.items())
@@ -684,8 +683,8 @@ def _divergence_suspects(
         ]
     knobs = knobs_of.get(rid) or {k: v for k, v in info.knobs().items() if k != "logprobs"}
     suspects: list[Suspect] = []
-    if any(k in knobs for k in FILTERS) or (
-        any(k in knobs for k in PENALTIES) and not filters_held
+    if any(k in knobs for k in FILTER_KNOBS) or (
+        any(k in knobs for k in PENALTY_KNOBS) and not filters_held
     ):
         suspects.append(
             Suspect(
@@ -695,11 +694,11 @@ def _divergence_suspects(
                 "speculative path",
             )
         )
-    if any(k in knobs for k in PENALTIES):
+    if any(k in knobs for k in PENALTY_KNOBS):
         suspects.append(
             Suspect(
                 "penalty-stale-in-step",
-                f"{rid} ({', '.join(k for k in PENALTIES if k in knobs)}) diverges from K = 0 "
+                f"{rid} ({', '.join(k for k in PENALTY_KNOBS if k in knobs)}) diverges from K = 0 "
                 f"at token {diff.position}: the penalties counted other tokens on the "
                 "speculative path",
             )

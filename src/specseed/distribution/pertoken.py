@@ -25,8 +25,9 @@ Tests, per group:
   and top-k/top-p; or they are not log-probabilities at all): the per-token test is not run
   and the reason says so;
 - the test: the speculative arm's u against the baseline arm's u, a two-sample
-  Kolmogorov-Smirnov test (its asymptotic p-value: conservative). Under H0 both are i.i.d. uniform; being
-  two-sample, it does not turn a small inaccuracy of the reports into a false alarm. Each arm
+  Kolmogorov-Smirnov test (its asymptotic p-value: conservative). Under H0 both are i.i.d.
+  uniform; being two-sample, it does not turn a small inaccuracy of the reports into a false
+  alarm. Each arm
   is scored against reports of the same number of other copies (a speculative copy ignores
   one baseline copy, a baseline copy ignores itself), so the scored positions are chosen
   alike in both arms.
@@ -68,6 +69,9 @@ _Z80 = 0.8416212335729143
 
 Top = tuple[tuple[int, float], ...]
 """A reported top-n: (token, natural-log probability) pairs."""
+Categories = tuple[tuple[tuple[int, float], ...], float]
+"""A report as ``_categories`` orders it: (token, probability) most probable first, and the
+tail's mass."""
 
 
 @dataclass(frozen=True)
@@ -80,13 +84,11 @@ class PerToken:
     speculative: int
     """Scored speculative tokens."""
     baseline: int
-    control_p: float
-    """One-sample p-value of the baseline's own tokens against its reports."""
     where: str
     """Where the arms' CDFs differ most, in words."""
 
 
-def _categories(top: Top) -> tuple[tuple[tuple[int, float], ...], float]:
+def _categories(top: Top) -> Categories:
     """The reported categories, most probable first (ties by id), and the tail's mass."""
     seen: dict[int, float] = {}
     for token, logprob in top:
@@ -102,7 +104,11 @@ def _categories(top: Top) -> tuple[tuple[tuple[int, float], ...], float]:
 
 def pit(top: Top, token: int, v: float) -> float:
     """The randomized PIT of ``token`` under the reported distribution, with ``v`` in [0, 1)."""
-    categories, tail = _categories(top)
+    return _pit(_categories(top), token, v)
+
+
+def _pit(report: Categories, token: int, v: float) -> float:
+    categories, tail = report
     below = 0.0
     for candidate, p in categories:
         if candidate == token:
@@ -113,11 +119,12 @@ def pit(top: Top, token: int, v: float) -> float:
 
 class _Reports:
     """The baseline arm's reports as a trie of prefixes: for each prefix, the first two
-    copies that emitted it with a report for the next token."""
+    copies that emitted it with a report for the next token (its categories, ordered once:
+    one report scores every copy that shares its prefix)."""
 
     def __init__(self, sequences: Sequence[Sequence[int]], tops: Sequence[Sequence[Top]]):
         self.children: dict[tuple[int, int], int] = {}
-        self.reports: dict[int, list[tuple[int, Top]]] = {}
+        self.reports: dict[int, list[tuple[int, Categories]]] = {}
         for copy, (tokens, reported) in enumerate(zip(sequences, tops, strict=True)):
             node = 0
             for position, token in enumerate(tokens):
@@ -125,7 +132,7 @@ class _Reports:
                 if top:
                     held = self.reports.setdefault(node, [])
                     if len(held) < 2:
-                        held.append((copy, top))
+                        held.append((copy, _categories(top)))
                 node = self.children.setdefault((node, token), len(self.children) + 1)
 
     def scores(self, tokens: Sequence[int], ignore: int, random: Random) -> list[float]:
@@ -133,9 +140,9 @@ class _Reports:
         out: list[float] = []
         node = 0
         for token in tokens:
-            held = [top for copy, top in self.reports.get(node, ()) if copy != ignore]
+            held = [report for copy, report in self.reports.get(node, ()) if copy != ignore]
             if held:
-                out.append(pit(held[0], token, random.random()))
+                out.append(_pit(held[0], token, random.random()))
             following = self.children.get((node, token))
             if following is None:
                 break
@@ -180,7 +187,6 @@ def per_token(
         result.p_value,
         len(spec_u),
         len(base_u),
-        control,
         where,
     )
 
