@@ -5,15 +5,25 @@ with no model, by control pairs."""
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import combinations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from specseed.checks.seed_collisions import _hypergeometric_tail
+from specseed.checks.seed_collisions import (
+    MIN_TOKENS,
+    _any_same,
+    _count_pairs,
+    _hypergeometric_tail,
+    _same_seed,
+)
 from specseed.plan.planning import plan_audit
 from specseed.run.execute import evaluate, run_audit
 from specseed.run.results import ScenarioResult
 from specseed.scenarios.schema import AuditConfig, EngineConfig
+from specseed.traces.records import RequestInfo
 
 
 def _distinct_seeds(*defects: str) -> ScenarioResult:
@@ -88,3 +98,34 @@ def test_penalised_children_that_repeat_on_a_correct_engine_are_no_collision(
     result = run_audit(config, plan_audit(config, tmp_path), tmp_path)
     statuses = [f.status for f in result.findings if f.check == "seed-collisions"]
     assert "fail" not in statuses, result.findings
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.one_of(st.none(), st.sampled_from([1, 2, 1 + 2**64, -1, 2**64 - 1])),
+                  st.integers(0, 2), st.integers(6, 9)),
+        max_size=12,
+    )
+)
+def test_pairs_are_counted_and_found_alike_as_the_pair_list_has_them(
+    members: list[tuple[int | None, int, int]],
+) -> None:
+    # The linear shortcuts against the pair list they stand for: compared pairs (a's stream
+    # long enough, seeds unequal mod 2**64) and whether any of them returned one stream.
+    infos = [
+        RequestInfo(
+            request_id=f"r{i}", phase="scenario", prompt_ids=(1,), seed=seed,
+            temperature=1.0, top_k=0, top_p=1.0, max_tokens=9, arrival_step=0,
+        )
+        for i, (seed, _, _) in enumerate(members)
+    ]  # fmt: skip
+    outputs = {f"r{i}": (stream,) * length for i, (_, stream, length) in enumerate(members)}
+    pairs = [
+        (a, b)
+        for a, b in combinations(infos, 2)
+        if not _same_seed(a, b) and len(outputs[a.request_id]) >= MIN_TOKENS
+    ]
+    assert _count_pairs(infos, outputs) == len(pairs)
+    same = any(outputs[a.request_id] == outputs[b.request_id] for a, b in pairs)
+    assert _any_same(infos, outputs) == same

@@ -183,6 +183,41 @@ def _hypergeometric_tail(total: int, marked: int, drawn: int, at_least: int) -> 
     )
 
 
+def _same_seed(a: RequestInfo, b: RequestInfo) -> bool:
+    return a.seed is not None and b.seed is not None and (a.seed - b.seed) & MASK_64 == 0
+
+
+def _any_same(members: Sequence[RequestInfo], outputs: dict[str, tuple[int, ...]]) -> bool:
+    """Whether some compared pair (a before b, a's stream of at least :data:`MIN_TOKENS`,
+    seeds not equal) returned one stream: linear in the members (a run of 150 copies has
+    11,175 pairs, nearly always none alike)."""
+    by_stream: dict[tuple[int, ...], list[RequestInfo]] = defaultdict(list)
+    for m in members:
+        if len(outputs[m.request_id]) >= MIN_TOKENS:
+            by_stream[outputs[m.request_id]].append(m)
+    return any(
+        not _same_seed(a, b)
+        for alike in by_stream.values()
+        if len(alike) > 1
+        for a, b in combinations(alike, 2)
+    )
+
+
+def _count_pairs(members: Sequence[RequestInfo], outputs: dict[str, tuple[int, ...]]) -> int:
+    """The compared pairs (as :func:`seed_collisions` lists them) of ``members``, counted
+    without listing them: for each a, the members after it whose seed differs from a's."""
+    count = 0
+    later_seeds: dict[int, int] = defaultdict(int)
+    for index in range(len(members) - 1, -1, -1):
+        a = members[index]
+        later = len(members) - 1 - index
+        if len(outputs[a.request_id]) >= MIN_TOKENS:
+            count += later - (later_seeds[a.seed & MASK_64] if a.seed is not None else 0)
+        if a.seed is not None:
+            later_seeds[a.seed & MASK_64] += 1
+    return count
+
+
 @run_check(
     CHECK_ID,
     short="collide",
@@ -213,10 +248,13 @@ def seed_collisions(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     unbounded: list[str] = []
     for members in groups.values():
         outputs = {m.request_id: tuple(trace.end.outputs[m.request_id]) for m in members}
+        if not _any_same(members, outputs):
+            compared += _count_pairs(members, outputs)
+            continue
         pairs = [
             (a, b)
             for a, b in combinations(members, 2)
-            if not (a.seed is not None and b.seed is not None and (a.seed - b.seed) & MASK_64 == 0)
+            if not _same_seed(a, b)
             and len(outputs[a.request_id]) >= MIN_TOKENS
         ]
         if not pairs:
