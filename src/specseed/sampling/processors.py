@@ -121,8 +121,9 @@ def top_logprobs(
     # A stable sort of -p: most probable first, equal ones by id.
     order = torch.sort(-probs.double(), dim=-1, stable=True).indices[:, :count]
     ids, values = order.tolist(), torch.gather(logp, -1, order).tolist()
-    masses = torch.gather(probs, -1, order).tolist()
+    # Most probable first, so a row's tokens of probability 0 are its last ones.
+    kept = (torch.gather(probs, -1, order) > 0.0).sum(dim=-1).tolist()
     return [
-        (c, tuple((t, v) for t, v, p in zip(i, vs, ps, strict=True) if p > 0.0))
-        for c, i, vs, ps in zip(chosen, ids, values, masses, strict=True)
+        (c, tuple(zip(i[:n], vs[:n], strict=True)))
+        for c, i, vs, n in zip(chosen, ids, values, kept, strict=True)
     ]
