@@ -12,7 +12,10 @@ from hypothesis import strategies as st
 
 from specseed.sampling.processors import top_logprobs
 
-_ROW = st.lists(st.sampled_from([0.0, 0.0, 1.0, 2.0, 2.0, 3.5]), min_size=1, max_size=9)
+_ROW = st.lists(
+    st.sampled_from([0.0, 0.0, 1e-42, 3e-42, 1.0, 2.0, 2.0, 3.5]), min_size=1, max_size=9
+)
+"""Weights with ties, and some so small that their probability is a float32 subnormal."""
 
 
 @settings(max_examples=200, deadline=None)

@@ -112,14 +112,13 @@ def top_logprobs(
 ) -> list[tuple[float, tuple[tuple[int, float], ...]]]:
     """Per row of ``probs`` [rows, vocab]: the natural-log probability of that row's token,
     and the ``count`` most probable tokens with theirs (tokens of probability 0 left out;
-    ties by id). One sort for all rows: a row at a time cost a default audit 1.5 s."""
+    ties by id). One call for all rows: a row at a time cost a default audit 1.5 s."""
     logp = torch.log(probs.double())
     rows = torch.arange(len(tokens))
     chosen = logp[rows, torch.tensor(list(tokens), dtype=torch.long)].tolist()
     if count <= 0:
         return [(c, ()) for c in chosen]
-    # A stable sort of -p: most probable first, equal ones by id.
-    order = torch.sort(-probs.double(), dim=-1, stable=True).indices[:, :count]
+    order = _most_probable(probs, count)
     ids, values = order.tolist(), torch.gather(logp, -1, order).tolist()
     # Most probable first, so a row's tokens of probability 0 are its last ones.
     kept = (torch.gather(probs, -1, order) > 0.0).sum(dim=-1).tolist()
@@ -127,3 +126,23 @@ def top_logprobs(
         (c, tuple(zip(i[:n], vs[:n], strict=True)))
         for c, i, vs, n in zip(chosen, ids, values, kept, strict=True)
     ]
+
+
+_TIE_SHIFT = 2.0**-50
+"""How far :func:`_most_probable` lowers a probability per unit of token id, relatively:
+well above a double's rounding (2**-53) and, times any id below :data:`_TIE_VOCAB`, well below
+the relative gap between two float32 probabilities (2**-24)."""
+_TIE_VOCAB = 1 << 24
+
+
+def _most_probable(probs: torch.Tensor, count: int) -> torch.Tensor:
+    """Per row, the ids of the ``count`` most probable tokens, most probable first and equal
+    ones by id: what a stable sort of ``-probs`` puts first (token ids, [rows, count])."""
+    vocab = probs.shape[-1]
+    if probs.dtype != torch.float32 or vocab >= _TIE_VOCAB or bool(torch.isnan(probs).any()):
+        return torch.sort(-probs.double(), dim=-1, stable=True).indices[:, :count]
+    # p * (1 - id * 2**-50) in float64 orders tokens as (p descending, id ascending), every
+    # key distinct but those of probability 0 (which top_logprobs leaves out): a top-k of the
+    # keys is the stable sort's head, at a fraction of a full sort's cost.
+    shift = 1.0 - torch.arange(vocab, dtype=torch.float64) * _TIE_SHIFT
+    return torch.topk(probs.double() * shift, min(count, vocab), dim=-1).indices
