@@ -19,6 +19,8 @@ the per-op dispatch cost of ~150 tiny torch ops.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 __all__ = [
@@ -222,14 +224,29 @@ def _stream_coordinates(
     return key, counter, lane
 
 
+@functools.lru_cache(maxsize=4096)
+def _key_schedule(seed: int) -> tuple[tuple[int, int], ...]:
+    """The round keys of a uint64 key: (k0, k1) of each of the ROUNDS rounds. A request's
+    draws share its seed, so the schedule is made once per seed, not once per block."""
+    k0, k1 = seed & _MASK32, seed >> 32
+    keys = []
+    for _ in range(ROUNDS):
+        keys.append((k0, k1))
+        k0, k1 = (k0 + PHILOX_W0) & _MASK32, (k1 + PHILOX_W1) & _MASK32
+    return tuple(keys)
+
+
 def _block_python(counter: int, seed: int) -> tuple[int, int, int, int]:
     """One Philox4x32-10 block in Python integers (no overflow to work around)."""
-    c0, c1, c2, c3 = (counter >> (32 * w) & _MASK32 for w in range(4))
-    k0, k1 = seed & _MASK32, seed >> 32
-    for _ in range(ROUNDS):
+    c0, c1, c2, c3 = (
+        counter & _MASK32,
+        counter >> 32 & _MASK32,
+        counter >> 64 & _MASK32,
+        counter >> 96 & _MASK32,
+    )
+    for k0, k1 in _key_schedule(seed):
         p0, p1 = PHILOX_M0 * c0, PHILOX_M1 * c2
         c0, c1, c2, c3 = (p1 >> 32) ^ c1 ^ k0, p1 & _MASK32, (p0 >> 32) ^ c3 ^ k1, p0 & _MASK32
-        k0, k1 = (k0 + PHILOX_W0) & _MASK32, (k1 + PHILOX_W1) & _MASK32
     return c0, c1, c2, c3
 
 
