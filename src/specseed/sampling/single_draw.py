@@ -39,7 +39,7 @@ def sampling_from_probs(
     """
     rows = prepare_probs(probs, indices, check_nan)
     streams = resolve_row_streams(
-        rows.batch_size, seed, offset, subsequence, seed_offset_indexing, generator
+        rows.batch_size, seed, offset, subsequence, seed_offset_indexing, generator, prefetch=1
     )
     p = rows.rows()
     u = streams.uniforms(0)
@@ -71,7 +71,7 @@ def min_p_sampling_from_probs(
     """
     rows = prepare_probs(probs, indices, check_nan)
     streams = resolve_row_streams(
-        rows.batch_size, seed, offset, subsequence, seed_offset_indexing, generator
+        rows.batch_size, seed, offset, subsequence, seed_offset_indexing, generator, prefetch=1
     )
     p = rows.rows()
     min_p_rows = per_row_param(min_p, rows, torch.float32, "min_p")

@@ -37,8 +37,15 @@ class RowStreams:
     listed row (a kernel's first draw is index 0) and records that the row consumed it.
     """
 
-    def __init__(self, seed: torch.Tensor, subsequence: torch.Tensor, offset: torch.Tensor):
+    def __init__(
+        self,
+        seed: torch.Tensor,
+        subsequence: torch.Tensor,
+        offset: torch.Tensor,
+        prefetch: int = _PREFETCH,
+    ):
         self.seed = seed
+        self.prefetch = prefetch
         self.subsequence = subsequence
         self.offset = offset
         self.draws = torch.zeros(seed.shape[0], dtype=torch.int64)
@@ -52,7 +59,7 @@ class RowStreams:
         have = self._cache.shape[1]
         if count <= have:
             return
-        want = max(count, 2 * have, _PREFETCH)
+        want = max(count, 2 * have, self.prefetch)
         more = philox_uniforms(self.seed, self.subsequence, self.offset, want - have, skip=have)
         self._cache = torch.cat((self._cache, more), dim=1)
 
@@ -111,8 +118,13 @@ def resolve_row_streams(
     subsequence: torch.Tensor | int | None,
     seed_offset_indexing: SeedOffsetIndexing,
     generator: object | None = None,
+    *,
+    prefetch: int = _PREFETCH,
 ) -> RowStreams:
-    """Per-row ``(seed, subsequence, offset)`` of a launch with ``batch_size`` output rows."""
+    """Per-row ``(seed, subsequence, offset)`` of a launch with ``batch_size`` output rows;
+    ``prefetch``: draws computed per row at the first fetch (1 for a kernel that takes one
+    draw per row: at an offset that is not a multiple of 4, four draws cost two Philox blocks
+    where one costs one)."""
     if seed_offset_indexing not in ("per_row", "element0"):
         raise SamplingInputError(
             f"seed_offset_indexing must be 'per_row' or 'element0', got {seed_offset_indexing!r}"
@@ -146,4 +158,4 @@ def resolve_row_streams(
         subseq_rows = subsequence.to(torch.int64).cpu().expand(batch_size).clone()
     else:
         subseq_rows = _rng_scalar(subsequence, "subsequence", batch_size)
-    return RowStreams(seed_rows, subseq_rows, offset_rows)
+    return RowStreams(seed_rows, subseq_rows, offset_rows, prefetch)
