@@ -36,3 +36,11 @@ def test_each_row_reports_its_token_and_its_most_probable_tokens(
         ranked = sorted((t for t in range(width) if p[t] > 0), key=lambda t: (-p[t].item(), t))
         assert [t for t, _ in top] == ranked[:count]
         assert all(v == math.log(p[t].item()) for t, v in top)
+
+
+def test_a_row_with_nan_is_ranked_as_a_stable_sort_ranks_it() -> None:
+    # A NaN probability (no engine should give one) is put last, as the sort puts it, not
+    # first, as a top-k would.
+    probs = torch.tensor([[0.25, float("nan"), 0.5, 0.25]], dtype=torch.float32)
+    [(_, top)] = top_logprobs(probs, [0], 3)
+    assert [t for t, _ in top] == [2, 0, 3]

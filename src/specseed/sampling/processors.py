@@ -139,10 +139,13 @@ def _most_probable(probs: torch.Tensor, count: int) -> torch.Tensor:
     """Per row, the ids of the ``count`` most probable tokens, most probable first and equal
     ones by id: what a stable sort of ``-probs`` puts first (token ids, [rows, count])."""
     vocab = probs.shape[-1]
-    if probs.dtype != torch.float32 or vocab >= _TIE_VOCAB or bool(torch.isnan(probs).any()):
-        return torch.sort(-probs.double(), dim=-1, stable=True).indices[:, :count]
-    # p * (1 - id * 2**-50) in float64 orders tokens as (p descending, id ascending), every
-    # key distinct but those of probability 0 (which top_logprobs leaves out): a top-k of the
-    # keys is the stable sort's head, at a fraction of a full sort's cost.
-    shift = 1.0 - torch.arange(vocab, dtype=torch.float64) * _TIE_SHIFT
-    return torch.topk(probs.double() * shift, min(count, vocab), dim=-1).indices
+    if probs.dtype == torch.float32 and vocab < _TIE_VOCAB:
+        # p * (1 - id * 2**-50) in float64 orders tokens as (p descending, id ascending), every
+        # key distinct but those of probability 0 (which top_logprobs leaves out): a top-k of
+        # the keys is the stable sort's head, at a fraction of a full sort's cost.
+        shift = 1.0 - torch.arange(vocab, dtype=torch.float64) * _TIE_SHIFT
+        top = torch.topk(probs.double() * shift, min(count, vocab), dim=-1)
+        # A NaN, which the sort puts last, is the top-k's largest: it shows among the chosen.
+        if not bool(torch.isnan(top.values).any()):
+            return top.indices
+    return torch.sort(-probs.double(), dim=-1, stable=True).indices[:, :count]
