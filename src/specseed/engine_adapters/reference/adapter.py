@@ -600,6 +600,7 @@ class _EngineRun:
         accepted = self._choose_tokens(live, processed, outcomes)
 
         reports: list[_Report] = []
+        printed: list[torch.Tensor] = []  # each row's logits rows of its emitted tokens
         for row, logits, rows, before, n_accepted in zip(
             live, decide, processed, cache_lengths, accepted, strict=True
         ):
@@ -613,7 +614,7 @@ class _EngineRun:
             if request.plan.logprobs is not None and emitted:
                 reports.append(_Report(row, rows[: len(emitted)], emitted, n_accepted))
             outcome.emitted = emitted
-            outcome.fingerprints = tuple(fingerprints(logits[: len(emitted)]))
+            printed.append(logits[: len(emitted)])
             request.output.extend(emitted)
             request.last_token = emitted[-1]
             request.penalty_state.append(emitted[-1])
@@ -623,6 +624,10 @@ class _EngineRun:
                 request.done, request.finish = True, "length"
             if not row.prefill:
                 request.target.truncate(before + 1 + n_accepted)
+        # One fingerprint call for the step's rows (a call per row cost more than its hashing).
+        prints = iter(fingerprints(torch.cat(printed)))
+        for row, part in zip(live, printed, strict=True):
+            outcomes[id(row)].fingerprints = tuple(next(prints) for _ in range(part.shape[0]))
         if reports:
             self._report_logprobs(reports)
 
