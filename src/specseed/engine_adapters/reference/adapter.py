@@ -963,12 +963,16 @@ class _EngineRun:
                 if row.request.plan.greedy:
                     chosen[i] = int(last_logits[i].argmax())
             if sampled:
-                probs = torch.cat(
-                    [
-                        self._probs(rows[i].request, last_logits[i].unsqueeze(0), True)
-                        for i in sampled
-                    ]
+                # One softmax for the step's sampled rows (row by row, the same bits), then
+                # each row's min_p.
+                probs = sampler.probs_from_logits(
+                    torch.stack([last_logits[i] for i in sampled]),
+                    [self._temperature(rows[i].request.plan) for i in sampled],
                 )
+                for k, i in enumerate(sampled):
+                    min_p = self._processors(rows[i].request, True).min_p
+                    if min_p:
+                        probs[k : k + 1] = min_p_filter(probs[k : k + 1], min_p)
                 entries: list[tuple[_Row, EventKind, int]] = [
                     (rows[i], "draft", step) for i in sampled
                 ]
