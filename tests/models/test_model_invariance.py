@@ -237,6 +237,25 @@ def test_truncated_positions_leave_no_trace(models: tuple[LlamaTarget, Eagle3Dra
     assert_bitwise(after, expected)
 
 
+def test_forked_caches_continue_as_the_whole_sequence_would(
+    models: tuple[LlamaTarget, Eagle3DraftHead],
+) -> None:
+    # A shared prefix computed once and copied (forks), then each sequence goes on from its
+    # copy: the bits of one forward of each whole sequence, whatever the pool did meanwhile.
+    target, _ = models
+    prefix = [4, 8, 15, 16, 23]
+    tails = [[42, 108], [7], [300, 301, 302, 5]]
+    shared = target.new_cache()
+    target.forward([(shared, prefix)])
+    forks = shared.forks(len(tails) + 40)  # more caches than the pool holds: it grows first
+    assert all(f.length == len(prefix) and f.slot != shared.slot for f in forks)
+    shared.release()
+    outs = target.forward(list(zip(forks, tails, strict=False)))
+    for tail, out in zip(tails, outs, strict=True):
+        whole = target.forward([(target.new_cache(), prefix + tail)])[0].logits
+        assert_bitwise(out.logits, whole[len(prefix) :])
+
+
 def test_reused_and_grown_pool_slots_do_not_change_bits(
     models: tuple[LlamaTarget, Eagle3DraftHead],
 ) -> None:

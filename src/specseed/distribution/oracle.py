@@ -5,7 +5,8 @@ engine samples the next token from: softmax of the target logits at the request'
 temperature, then flashinfer's joint top-k/top-p filter (``filter_probs``, the exact
 distribution the joint kernel samples from), renormalised. It loads the checkpoint the
 engine served (a local Hugging Face Llama directory, or the built-in tiny model from
-``model_seed``) on its own, runs each request's whole sequence teacher-forced, and computes
+``model_seed``) on its own, runs each request's sequence teacher-forced (a prompt the
+requests share once), and computes
 everything after the logits in float64.
 
 It is independent of the engine under test: it never runs the engine's decode loop,
@@ -41,6 +42,7 @@ from specseed.distribution.evidence import SamplingSetup
 from specseed.traces.records import EngineConfigRecord
 
 if TYPE_CHECKING:
+    from specseed.models.kv_cache import KVCache
     from specseed.models.model import LlamaTarget
 
 __all__ = ["OracleUnavailable", "ProbabilityOracle", "SamplingSetup", "distributions", "oracle_for"]
@@ -170,23 +172,14 @@ class ReferenceOracle:
         try:
             for start in range(0, len(sequences), batch):
                 chunk = sequences[start : start + batch]
-                caches = [self._target.new_cache() for _ in chunk]
-                inputs = []
                 for prompt, emitted in chunk:
-                    tokens = [*prompt, *emitted[:-1]] if emitted else list(prompt)
-                    if len(tokens) + 1 > self.max_len:
+                    if len(prompt) + len(emitted) > self.max_len:
                         raise OracleUnavailable(
-                            f"a request of {len(tokens) + 1} tokens exceeds the target's "
-                            f"context of {self.max_len}"
+                            f"a request of {len(prompt) + len(emitted)} tokens exceeds the "
+                            f"target's context of {self.max_len}"
                         )
-                    inputs.append(tokens)
                 with true_float32():
-                    results = self._target.forward(list(zip(caches, inputs, strict=True)))
-                parts = []
-                for (prompt, emitted), result, cache in zip(chunk, results, caches, strict=True):
-                    first = len(prompt) - 1
-                    parts.append(result.logits[first : first + len(emitted)])
-                    cache.release()
+                    parts = self._chunk_logits(chunk)
                 if on_cpu:
                     out.extend(part.to(torch.float64) for part in parts)
                 else:  # one copy to the host per chunk, not one per request
@@ -195,6 +188,44 @@ class ReferenceOracle:
         finally:
             torch.set_num_threads(previous)
         return out
+
+    def _chunk_logits(
+        self, chunk: Sequence[tuple[Sequence[int], Sequence[int]]]
+    ) -> list[torch.Tensor]:
+        """Each sequence's logits rows at its emitted positions (from the prompt's last token
+        on). A prompt's tokens before its last are computed once for the sequences of the
+        chunk that share it, and each sequence goes on from a copy of that cache: the same
+        bits as one forward of the whole sequence (the forward is chunk-invariant), with
+        fewer rows (150 copies of one prompt in a group)."""
+        target = self._target
+        if any(not prompt for prompt, _ in chunk):
+            raise OracleUnavailable("a request with an empty prompt has no distribution to read")
+        sharing: dict[tuple[int, ...], list[int]] = {}
+        for index, (prompt, _emitted) in enumerate(chunk):
+            sharing.setdefault(tuple(prompt[:-1]), []).append(index)
+        prefixes = {prefix: target.new_cache() for prefix in sharing if prefix}
+        if prefixes:
+            target.forward([(cache, list(prefix)) for prefix, cache in prefixes.items()])
+        caches: dict[int, KVCache] = {}
+        for prefix, members in sharing.items():
+            if prefix:
+                copies = prefixes[prefix].forks(len(members))
+            else:
+                copies = [target.new_cache() for _ in members]
+            caches.update(zip(members, copies, strict=True))
+        for cache in prefixes.values():
+            cache.release()
+        ordered = [caches[index] for index in range(len(chunk))]
+        inputs = [[prompt[-1], *emitted[:-1]] for prompt, emitted in chunk]
+        try:
+            results = target.forward(list(zip(ordered, inputs, strict=True)))
+        finally:
+            for cache in ordered:
+                cache.release()
+        return [
+            result.logits[: len(emitted)]
+            for (_prompt, emitted), result in zip(chunk, results, strict=True)
+        ]
 
 
 def _load(checkpoint: Path | None, model_seed: int, device: str) -> LlamaTarget:

@@ -16,6 +16,7 @@ reused.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Sequence
 
 import torch
 
@@ -96,6 +97,16 @@ class KVPool:
     def release(self, slot: int) -> None:
         self._free.append(slot)
 
+    def copy_positions(self, source: int, targets: Sequence[int], length: int) -> None:
+        """Copy positions below ``length`` of slot ``source`` into each of slots ``targets``."""
+        if not targets or length <= 0:
+            return
+        for target in targets:
+            self.note_written(target, length)
+        index = torch.tensor(list(targets), dtype=torch.long, device=self.device)
+        self.keys[:, index, :, :length] = self.keys[:, source : source + 1, :, :length]
+        self.values[:, index, :, :, :length] = self.values[:, source : source + 1, :, :, :length]
+
     def _zeros_keys(self, slots: int) -> torch.Tensor:
         return torch.zeros(
             (self.num_layers, slots, self.num_kv_heads, self.storage_len, self.head_dim),
@@ -148,6 +159,15 @@ class KVCache:
     def release(self) -> None:
         """Give the slot back now; the cache must not be used afterwards."""
         self._finalizer()
+
+    def forks(self, count: int) -> list[KVCache]:
+        """``count`` new caches of this pool, each holding a copy of this cache's positions:
+        a prefix several sequences share, computed once."""
+        caches = [KVCache(self.pool) for _ in range(count)]  # a growing pool moves the storage
+        self.pool.copy_positions(self.slot, [c.slot for c in caches], self._length)
+        for cache in caches:
+            cache._advance(self._length)
+        return caches
 
     def _advance(self, count: int) -> None:
         self._length += count
