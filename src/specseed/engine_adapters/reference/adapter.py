@@ -536,9 +536,10 @@ class _EngineRun:
         self.batch_size = len(rows)
         self.recorder.at(self.step, self.phase, len(rows))
         live = [r for r in rows if not r.request.done]
-        self.planted.step(
-            [StepRow(r.request.plan, r.prefill, len(r.request.prompt_ids)) for r in live]
-        )
+        if self.planted.on:
+            self.planted.step(
+                [StepRow(r.request.plan, r.prefill, len(r.request.prompt_ids)) for r in live]
+            )
         outcomes = {id(r): _RowOutcome() for r in rows}
         if live:
             yield from self._run_live(live, outcomes)
