@@ -103,8 +103,11 @@ def test_penalised_children_that_repeat_on_a_correct_engine_are_no_collision(
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.one_of(st.none(), st.sampled_from([1, 2, 1 + 2**64, -1, 2**64 - 1])),
-                  st.integers(0, 2), st.integers(6, 9)),
+        st.tuples(
+            st.one_of(st.none(), st.sampled_from([1, 2, 1 + 2**64, -1, 2**64 - 1])),
+            st.integers(0, 2),
+            st.integers(6, 9),
+        ),
         max_size=12,
     )
 )

@@ -25,7 +25,7 @@ def test_each_row_reports_its_token_and_its_most_probable_tokens(
 ) -> None:
     width = max(len(r) for r in rows)
     weights = [r + [0.0] * (width - len(r)) for r in rows]
-    weights = [w if sum(w) > 0 else [1.0] + w[1:] for w in weights]
+    weights = [w if sum(w) > 0 else [1.0, *w[1:]] for w in weights]
     probs = torch.tensor([[x / sum(w) for x in w] for w in weights], dtype=torch.float32)
     tokens = [data.draw(st.integers(0, width - 1)) for _ in weights]
     reported = top_logprobs(probs, tokens, count)

@@ -254,8 +254,7 @@ def seed_collisions(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         pairs = [
             (a, b)
             for a, b in combinations(members, 2)
-            if not _same_seed(a, b)
-            and len(outputs[a.request_id]) >= MIN_TOKENS
+            if not _same_seed(a, b) and len(outputs[a.request_id]) >= MIN_TOKENS
         ]
         if not pairs:
             continue
