@@ -84,8 +84,12 @@ class KVPool:
         old = self.num_slots
         if slots <= old:
             return
-        self.keys = torch.cat((self.keys, self._zeros_keys(slots - old)), dim=1)
-        self.values = torch.cat((self.values, self._zeros_values(slots - old)), dim=1)
+        # One allocation of the new size, the old slots copied in (a cat with fresh zeros made
+        # and filled two buffers of that size: 300 slots of the built-in model took 100 ms).
+        keys, values = self._zeros_keys(slots), self._zeros_values(slots)
+        keys[:, :old] = self.keys
+        values[:, :old] = self.values
+        self.keys, self.values = keys, values
         self._free = list(range(slots - 1, old - 1, -1)) + self._free
         self._written += [0] * (slots - old)
 
