@@ -20,6 +20,9 @@ from specseed.distribution.oracle import (
 from tests.distribution.test_analysis import MarkovOracle, _exact_samples
 
 SEQUENCES = [((1, 5, 9, 3), (7, 2, 11, 4, 8, 6)), ((3, 3, 2), (9, 1, 5, 5, 12, 30))]
+SHARING = [*SEQUENCES, *[((31, 7, 88, 14), (5 + i, 9, 2 * i + 3)) for i in range(6)]]
+"""Six sequences on one prompt besides: the oracle computes that prompt once and goes on
+from copies of its KV cache."""
 
 
 def test_the_device_is_chosen_by_the_variable_or_by_what_torch_sees(
@@ -66,7 +69,7 @@ def test_the_cuda_oracle_is_within_its_stated_error_of_the_cpu_forward() -> None
     cpu = ReferenceOracle(None, 0, device="cpu")
     cuda = ReferenceOracle(None, 0, device="cuda")
     assert cuda.device.type == "cuda" and cuda.logits_error == CUDA_LOGITS_ERROR
-    for a, b in zip(cuda.logits(SEQUENCES), cpu.logits(SEQUENCES), strict=True):
+    for a, b in zip(cuda.logits(SHARING), cpu.logits(SHARING), strict=True):
         bound = CUDA_LOGITS_ERROR * b.abs().amax(dim=-1)
         assert bool(((a - b).abs().amax(dim=-1) <= bound).all())
 
