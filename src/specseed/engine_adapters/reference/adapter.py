@@ -718,8 +718,9 @@ class _EngineRun:
     def _report_logprobs(self, reports: Sequence[_Report]) -> None:
         """Log-probabilities of the step's emitted tokens under the target distribution after
         every processor (temperature, min_p, top-k/top-p; temperature 1 for a greedy
-        request): one softmax and one sort for the whole step (a call per row cost the
-        default audit about 0.3 s), then each row's filters on its own rows."""
+        request): one softmax and one pick of the most probable tokens for the whole step
+        (a call per row cost the default audit about 0.3 s), each row's filters on its own
+        rows in between."""
         temperatures = [
             self._temperature(r.row.request.plan) if r.row.request.plan.temperature > 0 else 1.0
             for r in reports
