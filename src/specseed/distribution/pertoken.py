@@ -27,10 +27,9 @@ Tests, per group:
 - the test: the speculative arm's u against the baseline arm's u, a two-sample
   Kolmogorov-Smirnov test (its asymptotic p-value: conservative). Under H0 both are i.i.d.
   uniform; being two-sample, it does not turn a small inaccuracy of the reports into a false
-  alarm. Each arm
-  is scored against reports of the same number of other copies (a speculative copy ignores
-  one baseline copy, a baseline copy ignores itself), so the scored positions are chosen
-  alike in both arms.
+  alarm. Each arm is scored against reports of the same number of other copies (a
+  speculative copy ignores one baseline copy, a baseline copy ignores itself), so the scored
+  positions are chosen alike in both arms.
 
 Power (stated, not assumed for every alternative). A speculative token drawn from q instead
 of p (total variation delta) moves its PIT's CDF G. When q / p is monotone in the category

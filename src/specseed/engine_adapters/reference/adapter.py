@@ -683,13 +683,18 @@ class _EngineRun:
             contexts = [output + list(request.drafts[:j]) for j in range(logits.shape[0])]
         return process_logits(logits, processors, request.prompt_ids, contexts)
 
-    def _probs(self, request: _Request, logits: torch.Tensor, speculative: bool) -> torch.Tensor:
-        """Probabilities of processed logits rows at the request's temperature, min_p
-        applied (top-k/top-p are the kernels')."""
-        probs = sampler.probs_from_logits(
-            logits, [self._temperature(request.plan)] * logits.shape[0]
-        )
-        return min_p_filter(probs, self._processors(request, speculative).min_p)
+    def _probs(
+        self, requests: Sequence[_Request], logits: torch.Tensor, speculative: bool
+    ) -> torch.Tensor:
+        """Probabilities of processed logits rows, row i at ``requests[i]``'s temperature
+        with its min_p applied (top-k/top-p are the kernels'): one softmax for all rows
+        (row by row, the same bits)."""
+        probs = sampler.probs_from_logits(logits, [self._temperature(r.plan) for r in requests])
+        for i, request in enumerate(requests):
+            min_p = self._processors(request, speculative).min_p
+            if min_p:
+                probs[i : i + 1] = min_p_filter(probs[i : i + 1], min_p)
+        return probs
 
     def _stop_index(self, request: _Request, emitted: Sequence[int]) -> int | None:
         """Index in ``emitted`` of the first token that ends the request (a stop token id,
@@ -889,7 +894,8 @@ class _EngineRun:
         target_probs = []
         for row in verify_rows:
             plan = row.request.plan
-            probs = self._probs(row.request, logits_of[id(row)], speculative=True)
+            logits = logits_of[id(row)]
+            probs = self._probs([row.request] * logits.shape[0], logits, speculative=True)
             target_probs.append(sampler.filter_probs(probs, plan.top_k, plan.top_p))
         draft_probs = torch.stack([row.request.draft_probs for row in verify_rows])  # type: ignore[misc]
         draft_ids = torch.tensor(
@@ -965,16 +971,11 @@ class _EngineRun:
                 if row.request.plan.greedy:
                     chosen[i] = int(last_logits[i].argmax())
             if sampled:
-                # One softmax for the step's sampled rows (row by row, the same bits), then
-                # each row's min_p.
-                probs = sampler.probs_from_logits(
+                probs = self._probs(
+                    [rows[i].request for i in sampled],
                     torch.stack([last_logits[i] for i in sampled]),
-                    [self._temperature(rows[i].request.plan) for i in sampled],
+                    speculative=True,
                 )
-                for k, i in enumerate(sampled):
-                    min_p = self._processors(rows[i].request, True).min_p
-                    if min_p:
-                        probs[k : k + 1] = min_p_filter(probs[k : k + 1], min_p)
                 entries: list[tuple[_Row, EventKind, int]] = [
                     (rows[i], "draft", step) for i in sampled
                 ]
