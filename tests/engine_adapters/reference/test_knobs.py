@@ -110,3 +110,30 @@ def test_children_have_streams_of_their_own(runs: tuple[RunTrace, RunTrace]) -> 
     # Child 1 samples under seed 40 + 1: exactly the request of seed 41 on its own.
     assert kids[1] == k3.end.outputs["alone"]
     assert _run(3).end.outputs["kids#2"] == kids[2]
+
+
+def test_logprobs_do_not_depend_on_how_many_steps_are_reported_together(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Log-probabilities wait to be computed for many steps at once (``LOGPROB_BATCH``); a
+    report per step gives the same values bit for bit, under every processor (penalties,
+    min_p, top-k) and with several requests asking."""
+    from specseed.engine_adapters.reference import adapter
+
+    plans = (
+        *REQUESTS,
+        RequestPlan("sampled", LOOP, 7, 0.8, 20, 1.0, 32, logprobs=5),
+        _plan("min-p-lp", seed=8, temperature=1.0, min_p=0.2, logprobs=2),
+        RequestPlan("greedy-lp", LOOP, None, 0.0, 0, 1.0, 9, logprobs=0),
+    )
+    settings = EngineSettings(max_draft_len=3, options=ReferenceOptions())
+    plan = RunPlan("knobs", "k3", settings, plans)
+
+    def reported() -> dict[str, Any]:
+        return dict(ReferenceEngine(settings).run(plan, TraceRecorder()).end.logprobs)
+
+    together = reported()
+    monkeypatch.setattr(adapter, "LOGPROB_BATCH", 1)  # a report per step
+    assert reported() == together
+    assert set(together) == {"presence", "sampled", "min-p-lp", "greedy-lp"}
+    assert len(together["greedy-lp"]) == 9 and all(not t.top for t in together["greedy-lp"])

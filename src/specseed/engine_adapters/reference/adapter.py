@@ -172,10 +172,10 @@ class _RowOutcome:
 @dataclass(frozen=True)
 class _Report:
     """A row whose request asked for log-probabilities, to report once its step's tokens are
-    known: the target logits rows that decided them, and how many were accepted drafts."""
+    known, and how many of them were accepted drafts (the target logits rows that decided
+    them travel beside it, gathered per step: ``_EngineRun._unreported``)."""
 
     row: _Row
-    logits: torch.Tensor
     emitted: tuple[int, ...]
     n_accepted: int
 
@@ -313,6 +313,12 @@ class ReferenceEngine(EngineAdapter):
             yield
 
 
+LOGPROB_BATCH = 1 << 20
+"""Logits elements (rows x vocabulary) of emitted tokens held at most before their
+log-probabilities are computed (4 MiB of float32). Reports wait for one another: the
+computation is a dozen torch ops whatever the rows, and a call per step was about a tenth of
+a run that asks for ``logprobs`` on the built-in model."""
+
 SIDE_BY_SIDE_REQUESTS = 1024
 """Most requests runs served side by side may hold at once (a run's most: the larger of
 ``max_num_requests`` and its largest warmup batch). A request holds KV caches of about 330
@@ -431,6 +437,10 @@ class _EngineRun:
         self.step = 0
         self.phase: Phase = "warmup"
         self.batch_size = 0
+        self._unreported: list[tuple[list[_Report], torch.Tensor]] = []
+        """Steps whose log-probabilities are not computed yet: their reports, and the
+        reports' logits rows gathered in one tensor (``report_logprobs``)."""
+        self._unreported_rows = 0
 
     # -- run ----------------------------------------------------------------------------
 
@@ -447,6 +457,7 @@ class _EngineRun:
             yield from self._serve(prior)
         self.phase = "scenario"
         yield from self._serve(scenario)
+        self.report_logprobs()
         for r in scenario:
             reported = tuple(r.logprobs) if r.plan.logprobs is not None else None
             self.recorder.finish(r.plan.request_id, r.finish, reported)
@@ -601,6 +612,7 @@ class _EngineRun:
         accepted = self._choose_tokens(live, processed, outcomes)
 
         reports: list[_Report] = []
+        reported: list[torch.Tensor] = []  # their target logits rows (after the processors)
         printed: list[torch.Tensor] = []  # each row's logits rows of its emitted tokens
         for row, logits, rows, before, n_accepted in zip(
             live, decide, processed, cache_lengths, accepted, strict=True
@@ -613,7 +625,8 @@ class _EngineRun:
             if stop is not None:
                 emitted = emitted[: stop + 1]
             if request.plan.logprobs is not None and emitted:
-                reports.append(_Report(row, rows[: len(emitted)], emitted, n_accepted))
+                reports.append(_Report(row, emitted, n_accepted))
+                reported.append(rows[: len(emitted)])
             outcome.emitted = emitted
             printed.append(logits[: len(emitted)])
             request.output.extend(emitted)
@@ -630,7 +643,7 @@ class _EngineRun:
         for row, part in zip(live, printed, strict=True):
             outcomes[id(row)].fingerprints = tuple(next(prints) for _ in range(part.shape[0]))
         if reports:
-            self._report_logprobs(reports)
+            self._defer_logprobs(reports, torch.cat(reported))
 
         if self.max_draft_len > 0:
             drafting = [
@@ -720,18 +733,33 @@ class _EngineRun:
                     return i
         return None
 
-    def _report_logprobs(self, reports: Sequence[_Report]) -> None:
-        """Log-probabilities of the step's emitted tokens under the target distribution after
+    def _defer_logprobs(self, reports: list[_Report], rows: torch.Tensor) -> None:
+        """Keep a step's reports and their logits ``rows`` (one tensor, so nothing else of
+        the step is held) until :data:`LOGPROB_BATCH` elements wait, or someone reads them
+        (:meth:`report_logprobs`)."""
+        self._unreported.append((reports, rows))
+        self._unreported_rows += rows.shape[0]
+        if self._unreported_rows * rows.shape[1] >= LOGPROB_BATCH:
+            self.report_logprobs()
+
+    def report_logprobs(self) -> None:
+        """Append their log-probabilities to the requests of every step not reported yet
+        (``request.logprobs`` is whole only after this): under the target distribution after
         every processor (temperature, min_p, top-k/top-p; temperature 1 for a greedy
-        request): one softmax and one pick of the most probable tokens for the whole step
-        (a call per row cost the default audit about 0.3 s), each row's filters on its own
-        rows in between."""
+        request), one softmax and one pick of the most probable tokens for all those rows,
+        each row's filters on its own rows in between. Rows are computed one by one, so the
+        bits do not depend on how many steps wait together."""
+        if not self._unreported:
+            return
+        reports = [r for step, _ in self._unreported for r in step]
+        logits = torch.cat([rows for _, rows in self._unreported])
+        self._unreported, self._unreported_rows = [], 0
         temperatures = [
             self._temperature(r.row.request.plan) if r.row.request.plan.temperature > 0 else 1.0
             for r in reports
             for _ in r.emitted
         ]
-        probs = sampler.probs_from_logits(torch.cat([r.logits for r in reports]), temperatures)
+        probs = sampler.probs_from_logits(logits, temperatures)
         start = 0
         for r in reports:
             request, end = r.row.request, start + len(r.emitted)

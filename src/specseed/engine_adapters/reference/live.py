@@ -249,6 +249,8 @@ class LiveEngine:
                 self._finish()
 
     def _finish(self) -> None:
+        if any(request.done for request in self._batcher.active):
+            self._batcher.run.report_logprobs()  # the finished requests' are whole now
         for request in self._batcher.active:
             done = self._callbacks.pop(id(request), None) if request.done else None
             if done is not None:
