@@ -71,7 +71,7 @@ def _same_runs(a: RunTrace, b: RunTrace) -> None:
         ("continuous-batching", None),  # arrivals, two slot counts, strict verification
         ("overlap-scheduler", ["overlap-window-reuse"]),  # results applied a step late
         ("uptime", None),  # prior traffic before the scenario's requests
-        ("greedy-speculation", None),  # K = 0 beside K = 3, 96 tokens
+        ("greedy-speculation", None),  # K = 0 beside K = 3, 72 tokens
     ],
 )
 def test_runs_side_by_side_record_what_they_record_alone_in_fewer_forwards(
