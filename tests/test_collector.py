@@ -74,3 +74,45 @@ def test_an_engine_is_made_with_the_collector_off(
     engine.close()
     assert seen == [False]
     assert gc.isenabled()
+
+
+_MAKE_ENGINE = """
+import gc, sys
+from specseed.cli import entry
+from specseed.run.collector import owned_process
+from specseed.run.execute import create_adapter
+from specseed.engine_adapters.base import EngineSettings
+if sys.argv[1] == "command":
+    sys.argv = ["specseed", "--version"]
+    try:
+        entry.main()  # what the specseed command runs first
+    except SystemExit:
+        pass
+before = gc.get_freeze_count()
+create_adapter(EngineSettings()).close()
+first = gc.get_freeze_count()
+garbage = [[i] for i in range(1000)]
+create_adapter(EngineSettings()).close()  # a second engine: nothing new to freeze
+print(owned_process(), first > before, gc.get_freeze_count() == first)
+"""
+
+
+@pytest.mark.parametrize(("how", "frozen"), [("command", True), ("library", False)])
+def test_the_command_freezes_the_engines_imports_and_a_library_does_not(
+    how: str, frozen: bool
+) -> None:
+    """The ``specseed`` command's process is specseed's own: the first engine made there
+    freezes what its imports made (a serial audit's full collections skip torch's objects),
+    a later one does not. A program that imports specseed keeps its collector as it had
+    it."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _MAKE_ENGINE, how],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert done.stdout.splitlines()[-1].split() == [str(frozen), str(frozen), "True"]

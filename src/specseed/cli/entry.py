@@ -61,6 +61,9 @@ def starts_workers(args: Sequence[str]) -> bool:
 
 def main() -> None:
     """Entry point of the ``specseed`` console script and ``python -m specseed``."""
+    from specseed.run.collector import own_process
+
+    own_process()
     if starts_workers(sys.argv[1:]):
         from specseed.run.forkserver import start_early
 

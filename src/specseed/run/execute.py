@@ -37,7 +37,7 @@ from specseed.engine_adapters.base import (
 from specseed.engine_adapters.contracts import get_contract
 from specseed.engine_adapters.registry import load_adapter_class
 from specseed.plan.planning import PlannedScenario, engine_settings
-from specseed.run.collector import quiet_imports
+from specseed.run.collector import first_freeze, quiet_imports
 from specseed.run.results import (
     AuditResult,
     AuditStarted,
@@ -161,8 +161,10 @@ def evaluate(
 def create_adapter(settings: EngineSettings) -> EngineAdapter:
     """Load the engine (heavy: imports torch and the model). Raises ``EngineError``."""
     # The engine's imports (torch; vLLM's, in its adapter's constructor) without full
-    # collections walking their objects (measured: vLLM's import 1.4 s instead of 2.1 s).
-    with quiet_imports():
+    # collections walking their objects (measured: vLLM's import 1.4 s instead of 2.1 s);
+    # in the specseed command's own process, the first engine's frozen out of later
+    # collections' sight too.
+    with quiet_imports(freeze=first_freeze()):
         adapter_class = load_adapter_class(settings.name)
         adapter = adapter_class(settings)
     if not isinstance(adapter, EngineAdapter):
