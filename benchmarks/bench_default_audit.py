@@ -361,7 +361,9 @@ def report(variants: list[Variant], args: argparse.Namespace) -> None:
     ratio = _ratio_header(names)
     print("\ntime split of one in-process audit (median s over the same runs)")
     parts = list(dict.fromkeys(p for n in names for r in runs[n] for p in r["split"]))
-    print(f"{'part':<34}" + "".join(f"{k:>{width}}" for k in names) + f"{ratio:>{width}}")
+    # the ratio's heading names both variants: its column is as wide as that, plus a space
+    ratio_width = max(width, len(ratio) + 1)
+    print(f"{'part':<34}" + "".join(f"{k:>{width}}" for k in names) + f"{ratio:>{ratio_width}}")
     for part in [*parts, "total"]:
         medians = []
         for name in names:
@@ -369,7 +371,9 @@ def report(variants: list[Variant], args: argparse.Namespace) -> None:
             values = [sum(s.values()) if part == "total" else s.get(part, 0.0) for s in splits]
             medians.append(statistics.median(values))
         cells = "".join(f"{m:{width - 1}.2f}s" for m in medians)
-        rate = f"{medians[0] / medians[-1]:{width}.2f}" if ratio and medians[-1] > 0.005 else ""
+        rate = (
+            f"{medians[0] / medians[-1]:{ratio_width}.2f}" if ratio and medians[-1] > 0.005 else ""
+        )
         print(f"{part:<34}" + cells + rate)
 
     forward = alternate(
