@@ -248,6 +248,27 @@ def _suspects(trace: RunTrace, result: TwoSampleResult, failing: Sequence[str]) 
     rejected = result.rejected
     marginal = [t for t in rejected if t.name.startswith("position ") and " after " not in t.name]
     suspects.extend(sharing_suspects(*shared_draws(trace)))
+    collapsed = [
+        g
+        for g in result.groups
+        if g.label in failing
+        and len(g.speculative) >= 2
+        and len(set(g.speculative)) == 1
+        and len(set(g.baseline)) > 1
+    ]
+    if collapsed and len(collapsed) == len(failing):
+        # Every copy one stream, while the baseline's copies differ: not a biased accept
+        # test (which still samples) but no sampling at all on the speculative path.
+        group = collapsed[0]
+        return [
+            *suspects,
+            Suspect(
+                "unset-temperature-greedy",
+                f"all {len(group.speculative)} speculative copies of {group.label} emitted one "
+                f"stream, against {len(set(group.baseline))} distinct among "
+                f"{len(group.baseline)} without speculation: decoded at a greedy temperature",
+            ),
+        ]
     if trace.header.engine_config.verification != "rejection":
         return suspects
     temperatures = {g.label: _temperature(g.label) for g in result.groups}

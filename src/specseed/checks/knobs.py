@@ -63,6 +63,16 @@ def _speculates(trace: RunTrace) -> bool:
     return trace.header.engine_config.max_draft_len > 0
 
 
+def _baselines(ctx: CheckContext, trace: RunTrace) -> list[RunTrace]:
+    """The scenario's served K = 0 runs, for a speculative run (none for a K = 0 run): where
+    a request that fails on the speculative path may show it holds without speculation."""
+    if not _speculates(trace):
+        return []
+    return [
+        t for t in ctx.traces.values() if t is not trace and not _speculates(t) and _judgeable(t)
+    ]
+
+
 def _fail(trace: RunTrace, problems: list[tuple[str, str, Suspect | None]]) -> Finding:
     """One failing finding of a run from (request, problem, suspect) items."""
     suspects = tuple(dict.fromkeys(s for _, _, s in problems if s is not None))
@@ -204,6 +214,14 @@ def _logprob_problems(
     return problems
 
 
+def _sound_logprobs(trace: RunTrace, rid: str) -> bool:
+    """Whether ``trace`` reports log-probabilities for ``rid``, all of them sound."""
+    tokens, reported = trace.end.outputs.get(rid), trace.end.logprobs.get(rid)
+    if not tokens or reported is None:
+        return False
+    return not _logprob_problems(rid, trace.request(rid), tokens, reported)
+
+
 @run_check(
     "logprobs-sane",
     short="lp",
@@ -235,10 +253,22 @@ def logprobs_sane(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     for info in asked:
         rid = info.request_id
         reported = trace.end.logprobs.get(rid)
+        mine: list[tuple[str, str, Suspect | None]]
         if reported is None:
-            problems.append((rid, f"{rid} asked logprobs {info.logprobs} and got none", None))
-            continue
-        problems.extend(_logprob_problems(rid, info, trace.end.outputs[rid], reported))
+            mine = [(rid, f"{rid} asked logprobs {info.logprobs} and got none", None)]
+        else:
+            mine = _logprob_problems(rid, info, trace.end.outputs[rid], reported)
+        if mine and not any(s for _, _, s in mine):
+            sound = next((b.name for b in _baselines(ctx, trace) if _sound_logprobs(b, rid)), None)
+            if sound is not None:
+                suspect = Suspect(
+                    "fake-logprobs",
+                    f"{rid}'s log-probabilities are unsound in {trace.name} ({mine[0][1]}) and "
+                    f"sound in {sound}, without speculation: not the target's on the "
+                    "speculative path",
+                )
+                mine = [(r, text, suspect) for r, text, _ in mine]
+        problems.extend(mine)
     if problems:
         yield _fail(trace, problems)
         return
@@ -275,6 +305,24 @@ def _children(trace: RunTrace, parent: RequestInfo) -> list[str]:
     ids = [parent.request_id]
     ids += [r.request_id for r in _scenario(trace) if r.parent == parent.request_id]
     return ids
+
+
+def _unsampled_on_speculation(
+    ctx: CheckContext, trace: RunTrace, ids: Sequence[str]
+) -> Suspect | None:
+    """unset-temperature-greedy, where differently seeded sampled requests emitted one stream
+    on a speculative run and distinct ones in a K = 0 run of the scenario: the speculative
+    path decoded them as if greedy."""
+    for base in _baselines(ctx, trace):
+        streams = [base.end.outputs.get(i) for i in ids]
+        if all(streams) and len({tuple(s or ()) for s in streams}) == len(ids):
+            return Suspect(
+                "unset-temperature-greedy",
+                f"{', '.join(ids)} (differently seeded, sampled) emitted one stream in "
+                f"{trace.name} and {len(ids)} distinct ones in {base.name}, without "
+                "speculation: the speculative path did not sample (a greedy temperature)",
+            )
+    return None
 
 
 @run_check(
@@ -316,14 +364,16 @@ def children_distinct(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
                 alike = [c for c in controls if trace.end.outputs.get(c) == x]
                 if alike:
                     # A request of its own emitted them too: streams are shared across
-                    # requests (distinct-seeds says how), not among children only.
+                    # requests (distinct-seeds says how), not among children only; or,
+                    # where the same requests differ without speculation, the speculative
+                    # path did not sample at all.
                     problems.append(
                         (
                             parent.request_id,
                             f"children {a} and {b} of {parent.request_id} (n {parent.n}) "
                             f"emitted the same {plural(len(x), 'token')}, as did {alike[0]}, a "
                             "request of its own",
-                            None,
+                            _unsampled_on_speculation(ctx, trace, (a, b, alike[0])),
                         )
                     )
                     continue
@@ -427,6 +477,90 @@ def _penalty_problem(trace: RunTrace, info: RequestInfo, tokens: Sequence[int]) 
     return None
 
 
+def _filter_problems(
+    trace: RunTrace,
+    info: RequestInfo,
+    tokens: Sequence[int],
+    twins: dict[tuple[object, ...], RequestInfo],
+) -> tuple[list[str], list[str]]:
+    """The filters whose effect needs no model, on one request: what was checked (banned
+    and forced tokens of logit_bias, min_p 1 against the greedy twin) and the problems."""
+    rid = info.request_id
+    checked: list[str] = []
+    problems: list[str] = []
+    bias = dict(info.logit_bias or ())
+    # A penalty can undo a bias of 100 on a correct engine (repetition_penalty 2 halves a
+    # forced prompt token's logit; one below 1 lifts a banned one toward 0): judged only
+    # where no penalty acts.
+    knobs = info.knobs()
+    penalised_too = bool(
+        knobs.get("presence_penalty")
+        or knobs.get("frequency_penalty")
+        or knobs.get("repetition_penalty", 1.0) != 1.0
+    )
+    banned = {t for t, b in bias.items() if b <= BAN} if not penalised_too else set()
+    forced = {t for t, b in bias.items() if b >= FORCE} if not penalised_too else set()
+    if any(0 < b < FORCE for b in bias.values()):
+        # Another token lifted too (+91 beside +100, found by specseed search): the model's
+        # own logits can close a gap that small, so nothing is forced.
+        forced = set()
+    if banned:
+        checked.append(f"{rid} (banned tokens)")
+        hit = next((i for i, t in enumerate(tokens) if t in banned), None)
+        if hit is not None:
+            problems.append(
+                f"{rid} emitted token {tokens[hit]} at position {hit} despite its "
+                f"logit_bias {bias[tokens[hit]]:g}"
+            )
+    if forced:
+        checked.append(f"{rid} (forced tokens)")
+        stops = set(info.stop_token_ids or ())
+        miss = next((i for i, t in enumerate(tokens) if t not in forced and t not in stops), None)
+        if miss is not None:
+            problems.append(
+                f"{rid} emitted token {tokens[miss]} at position {miss}, though logit_bias "
+                f"+{FORCE:g} forces {sorted(forced)}"
+            )
+    twin = twins.get(_twin_key(info))
+    if info.min_p == 1.0 and info.temperature != 0 and info.parent is None and twin is not None:
+        checked.append(f"{rid} (min_p 1)")
+        twin_tokens = trace.end.outputs[twin.request_id]
+        position = next(
+            (i for i, (a, b) in enumerate(zip(tokens, twin_tokens, strict=False)) if a != b),
+            None,
+        )
+        if position is None and len(tokens) != len(twin_tokens):
+            position = min(len(tokens), len(twin_tokens))
+        if position is not None:
+            problems.append(
+                f"{rid} (min_p 1, temperature {info.temperature:g}) leaves its greedy twin "
+                f"{twin.request_id} at token {position}: min_p 1 keeps only the most probable "
+                "token"
+            )
+    return checked, problems
+
+
+def _dropped_on_speculation(
+    ctx: CheckContext, trace: RunTrace, info: RequestInfo, checked: list[str]
+) -> Suspect | None:
+    """spec-knobs-dropped, where a K = 0 run of the scenario shows the same request's filters
+    held (the same ones checked, none failing): they failed on the speculative path only."""
+    rid = info.request_id
+    for base in _baselines(ctx, trace):
+        tokens = base.end.outputs.get(rid)
+        if not tokens:
+            continue
+        held, failed = _filter_problems(base, base.request(rid), tokens, _greedy_twins(base))
+        if held == checked and not failed:
+            return Suspect(
+                "spec-knobs-dropped",
+                f"{rid}'s {', '.join(k for k in sorted(info.knobs()) if k in FILTER_KNOBS)} "
+                f"held in {base.name}, without speculation, and not in {trace.name}: the knob "
+                "did not act on the speculative path",
+            )
+    return None
+
+
 @run_check(
     "knobs-honoured",
     short="knobs",
@@ -451,49 +585,11 @@ def knobs_honoured(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         tokens = trace.end.outputs.get(rid)
         if not tokens:
             continue
-        bias = dict(info.logit_bias or ())
-        # A penalty can undo a bias of 100 on a correct engine (repetition_penalty 2 halves
-        # a forced prompt token's logit; one below 1 lifts a banned one toward 0): judged
-        # only where no penalty acts.
-        knobs = info.knobs()
-        penalised_too = bool(
-            knobs.get("presence_penalty")
-            or knobs.get("frequency_penalty")
-            or knobs.get("repetition_penalty", 1.0) != 1.0
-        )
-        banned = {t for t, b in bias.items() if b <= BAN} if not penalised_too else set()
-        forced = {t for t, b in bias.items() if b >= FORCE} if not penalised_too else set()
-        if any(0 < b < FORCE for b in bias.values()):
-            # Another token lifted too (+91 beside +100, found by specseed search): the
-            # model's own logits can close a gap that small, so nothing is forced.
-            forced = set()
-        if banned:
-            verified.append(f"{rid} (banned tokens)")
-            hit = next((i for i, t in enumerate(tokens) if t in banned), None)
-            if hit is not None:
-                problems.append(
-                    (
-                        rid,
-                        f"{rid} emitted token {tokens[hit]} at position {hit} despite its "
-                        f"logit_bias {bias[tokens[hit]]:g}",
-                        None,
-                    )
-                )
-        if forced:
-            verified.append(f"{rid} (forced tokens)")
-            stops = set(info.stop_token_ids or ())
-            miss = next(
-                (i for i, t in enumerate(tokens) if t not in forced and t not in stops), None
-            )
-            if miss is not None:
-                problems.append(
-                    (
-                        rid,
-                        f"{rid} emitted token {tokens[miss]} at position {miss}, though logit_bias "
-                        f"+{FORCE:g} forces {sorted(forced)}",
-                        None,
-                    )
-                )
+        checked, failed = _filter_problems(trace, info, tokens, twins)
+        verified.extend(checked)
+        if failed:
+            suspect = _dropped_on_speculation(ctx, trace, info, checked)
+            problems.extend((rid, problem, suspect) for problem in failed)
         penalised = _penalty_problem(trace, info, tokens)
         if penalised is not None:
             verified.append(f"{rid} (penalties)")
@@ -505,25 +601,7 @@ def knobs_honoured(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         if twin is None:
             continue
         twin_tokens = trace.end.outputs[twin.request_id]
-        if info.min_p == 1.0:
-            verified.append(f"{rid} (min_p 1)")
-            position = next(
-                (i for i, (a, b) in enumerate(zip(tokens, twin_tokens, strict=False)) if a != b),
-                None,
-            )
-            if position is None and len(tokens) != len(twin_tokens):
-                position = min(len(tokens), len(twin_tokens))
-            if position is not None:
-                problems.append(
-                    (
-                        rid,
-                        f"{rid} (min_p 1, temperature {info.temperature:g}) leaves its greedy "
-                        f"twin {twin.request_id} at token {position}: min_p 1 keeps only the most "
-                        "probable token",
-                        None,
-                    )
-                )
-        elif (
+        if (
             not info.min_p
             and info.temperature == 1.0
             and (info.top_k > 1 or info.top_p < 1.0)
@@ -682,6 +760,9 @@ def _divergence_suspects(
             )
         ]
     knobs = knobs_of.get(rid) or {k: v for k, v in info.knobs().items() if k != "logprobs"}
+    never = _penalties_never_acted(base, other, info, knobs)
+    if never is not None:
+        return [Suspect("spec-knobs-dropped", never)]
     suspects: list[Suspect] = []
     if any(k in knobs for k in FILTER_KNOBS) or (
         any(k in knobs for k in PENALTY_KNOBS) and not filters_held
@@ -712,6 +793,47 @@ def _divergence_suspects(
             )
         )
     return suspects
+
+
+def _penalties_never_acted(
+    base: RunTrace, other: RunTrace, info: RequestInfo, knobs: dict[str, object]
+) -> str | None:
+    """Why the penalties of a greedy request that diverged were dropped on the speculative
+    run, not fed stale: there it emitted its unpenalised twin's tokens (same prompt and
+    length, greedy, no knob but logprobs), all of them, while without speculation the
+    penalties moved it off them. A penalty state fed stale still counts the tokens of earlier
+    steps, so it acts somewhere in a stream that repeats. None where that is not so."""
+    penalties = [k for k in PENALTY_KNOBS if k in knobs]
+    if not penalties or set(knobs) - set(PENALTY_KNOBS):
+        return None
+    rid = info.request_id
+    mine = other.end.outputs.get(rid)
+    for twin in _scenario(other):
+        tid = twin.request_id
+        if (
+            tid == rid
+            or twin.temperature != 0
+            or twin.parent is not None
+            or (twin.prompt_ids, twin.max_tokens) != (info.prompt_ids, info.max_tokens)
+            or set(twin.knobs()) - {"logprobs"}
+        ):
+            continue
+        theirs, plain, penalised = (
+            other.end.outputs.get(tid),
+            base.end.outputs.get(tid),
+            base.end.outputs.get(rid),
+        )
+        if mine and theirs == mine and plain is not None and penalised is not None:
+            if plain == penalised:
+                continue  # the penalties changed nothing without speculation either
+            left = _common_prefix(plain, penalised)
+            return (
+                f"{rid} ({', '.join(penalties)}) emitted exactly its unpenalised twin {tid}'s "
+                f"{plural(len(mine), 'token')} in {other.name}, while in {base.name} its "
+                f"penalties moved it off them at token {left}: they never acted on the "
+                "speculative path"
+            )
+    return None
 
 
 def _token_suspects(divergence: TokenDivergence) -> list[Suspect]:

@@ -1,5 +1,5 @@
 """Servers for the HTTP tests: ``specseed serve`` as a real subprocess or on a thread of the
-test's process, and tiny in-process ASGI apps (a seed-dropping proxy, a malformed server)
+test's process, and tiny in-process ASGI apps (rewriting proxies, a malformed server)
 under uvicorn in a thread.
 
 Everything listens on 127.0.0.1 on a free port, every wait is bounded, and every server is
@@ -15,10 +15,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import uvicorn
@@ -144,35 +145,70 @@ def asgi_server(app: object) -> Iterator[str]:
         sock.close()
 
 
-def seed_dropping_proxy(upstream: str) -> object:
-    """A gateway that forwards everything to ``upstream`` but drops ``seed`` from completions."""
+def rewriting_proxy(
+    upstream: str,
+    request: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    answer: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> object:
+    """A gateway that forwards everything to ``upstream``, passing each completion request's
+    JSON body through ``request`` and each successful completion's JSON through ``answer``."""
+    import json
+
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.routing import Route
 
-    async def forward(request: Request) -> Response:
-        body = await request.body()
-        if request.url.path == "/v1/completions":
-            import json
-
-            payload = json.loads(body)
-            payload.pop("seed", None)
-            body = json.dumps(payload).encode()
+    async def forward(incoming: Request) -> Response:
+        body = await incoming.body()
+        completion = incoming.url.path == "/v1/completions"
+        if completion and request is not None:
+            body = json.dumps(request(json.loads(body))).encode()
         async with httpx.AsyncClient(base_url=upstream, timeout=60) as client:
-            answer = await client.request(
-                request.method,
-                request.url.path,
+            reply = await client.request(
+                incoming.method,
+                incoming.url.path,
                 content=body,
                 headers={"content-type": "application/json"},
             )
-        return Response(answer.content, answer.status_code, media_type="application/json")
+        content = reply.content
+        if completion and answer is not None and reply.status_code == 200:
+            content = json.dumps(answer(reply.json())).encode()
+        return Response(content, reply.status_code, media_type="application/json")
 
-    return Starlette(
-        routes=[
-            Route("/{path:path}", forward, methods=["GET", "POST"]),
-        ]
+    return Starlette(routes=[Route("/{path:path}", forward, methods=["GET", "POST"])])
+
+
+def seed_dropping_proxy(upstream: str) -> object:
+    """A gateway that forwards everything to ``upstream`` but drops ``seed`` from completions."""
+
+    def drop_seed(body: dict[str, Any]) -> dict[str, Any]:
+        body.pop("seed", None)
+        return body
+
+    return rewriting_proxy(upstream, request=drop_seed)
+
+
+@contextmanager
+def reference_server(max_draft_len: int, defects: tuple[str, ...] = ()) -> Iterator[str]:
+    """The reference engine (``defects`` planted) served as ``specseed serve`` serves it, on a
+    thread of this process, gathering no bursts; yields its URL."""
+    from specseed.engine_adapters.base import EngineSettings
+    from specseed.engine_adapters.reference.adapter import ReferenceEngine
+    from specseed.engine_adapters.reference.live import LiveEngine
+    from specseed.engine_adapters.reference.options import ReferenceOptions
+    from specseed.server.app import create_app
+
+    settings = EngineSettings(
+        max_draft_len=max_draft_len, options=ReferenceOptions(defects=list(defects))
     )
+    live = LiveEngine(ReferenceEngine(settings), settings, batch_window_s=0.0)
+    live.start()
+    try:
+        with asgi_server(create_app(live, model_name="m")) as url:
+            yield url
+    finally:
+        live.stop()
 
 
 def malformed_server(kind: str) -> object:

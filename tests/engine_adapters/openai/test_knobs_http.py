@@ -6,7 +6,7 @@ skip quoting it. Both servers run in this process (uvicorn in a thread): no subp
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -16,17 +16,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from specseed.checks.attribution import root_causes
-from specseed.engine_adapters.base import EngineSettings
 from specseed.engine_adapters.openai.client import SamplingRequest, completion_body
-from specseed.engine_adapters.reference.adapter import ReferenceEngine
-from specseed.engine_adapters.reference.live import LiveEngine
-from specseed.engine_adapters.reference.options import ReferenceOptions
 from specseed.plan.planning import plan_audit
 from specseed.run.execute import run_audit
 from specseed.run.results import AuditResult
 from specseed.scenarios.schema import AuditConfig, EngineConfig
-from specseed.server.app import create_app
-from tests.engine_adapters.openai.servers import asgi_server
+from tests.engine_adapters.openai.servers import asgi_server, reference_server
 
 pytestmark = pytest.mark.slow
 
@@ -65,20 +60,6 @@ def test_each_knob_goes_out_in_its_openai_or_vllm_name() -> None:
     assert not set(knobs) & set(plain)  # unset: not sent
 
 
-@contextmanager
-def _serve(max_draft_len: int, defects: tuple[str, ...] = ()) -> Iterator[str]:
-    settings = EngineSettings(
-        max_draft_len=max_draft_len, options=ReferenceOptions(defects=list(defects))
-    )
-    live = LiveEngine(ReferenceEngine(settings), settings, batch_window_s=0.0)
-    live.start()
-    try:
-        with asgi_server(create_app(live, model_name="m")) as url:
-            yield url
-    finally:
-        live.stop()
-
-
 def _audit(main: str, baseline: str) -> AuditResult:
     options = {
         "base_url": main,
@@ -91,12 +72,12 @@ def _audit(main: str, baseline: str) -> AuditResult:
 
 @pytest.fixture(scope="module")
 def baseline_url() -> Iterator[str]:
-    with _serve(0) as url:
+    with reference_server(0) as url:
         yield url
 
 
 def test_a_correct_server_passes_the_knobs_scenario(baseline_url: str) -> None:
-    with _serve(3) as url:
+    with reference_server(3) as url:
         result = _audit(url, baseline_url)
     statuses = {f.check: f.status for f in result.findings if f.status != "skip"}
     assert set(statuses.values()) == {"pass"}, [
@@ -114,7 +95,7 @@ def test_a_correct_server_passes_the_knobs_scenario(baseline_url: str) -> None:
 
 @pytest.mark.parametrize("defect", ["tokens-past-stop", "spec-knobs-dropped"])
 def test_a_server_with_a_knob_defect_is_caught_and_named(baseline_url: str, defect: str) -> None:
-    with _serve(3, (defect,)) as url:
+    with reference_server(3, (defect,)) as url:
         result = _audit(url, baseline_url)
     causes = root_causes(result.findings)
     assert [c.defect for c in causes] == [defect], [c.label for c in causes]
