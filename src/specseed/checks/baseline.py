@@ -266,7 +266,8 @@ def _suspects(trace: RunTrace, result: TwoSampleResult, failing: Sequence[str]) 
                 "unset-temperature-greedy",
                 f"all {len(group.speculative)} speculative copies of {group.label} emitted one "
                 f"stream, against {len(set(group.baseline))} distinct among "
-                f"{len(group.baseline)} without speculation: decoded at a greedy temperature",
+                f"{len(group.baseline)} without speculation: not sampled on the speculative "
+                "path (as at a greedy temperature)",
             ),
         ]
     if trace.header.engine_config.verification != "rejection":

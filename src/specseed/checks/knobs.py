@@ -320,7 +320,8 @@ def _unsampled_on_speculation(
                 "unset-temperature-greedy",
                 f"{', '.join(ids)} (differently seeded, sampled) emitted one stream in "
                 f"{trace.name} and {len(ids)} distinct ones in {base.name}, without "
-                "speculation: the speculative path did not sample (a greedy temperature)",
+                "speculation: the speculative path did not sample them (as at a greedy "
+                "temperature)",
             )
     return None
 
