@@ -276,6 +276,12 @@ def _server_failed(finding: Finding) -> bool:
     )
 
 
+def _error_shape(finding: Finding) -> str:
+    """A failure's error with its numbers blanked: two runs failed alike whatever their
+    sizes and counts."""
+    return re.sub(r"\d+", "#", finding.details[0]) if finding.details else ""
+
+
 def _is_crash(finding: Finding) -> bool:
     return finding.check == CRASH_CHECK and finding.status == "fail" and not finding.suspects
 
@@ -356,8 +362,16 @@ def root_causes(findings: Sequence[Finding]) -> list[RootCause]:
                 consequences=tuple(under),
             )
         )
-    # Runs the server failed while it served the others: the server's, not code's.
+    # Runs the server failed while it served the others: the server's, not code's. A burst
+    # above max_num_requests that failed as a run within it did (the same error, numbers
+    # aside) was not failed for its size: it joins them, its suspect dropped.
     refused = [f for f in failing if _server_failed(f) and not f.suspects]
+    shapes = {_error_shape(f) for f in refused}
+    alike = [f for f in failing if _server_failed(f) and f.suspects and _error_shape(f) in shapes]
+    if alike:
+        dropped = {id(f) for f in alike}
+        failing = [f for f in failing if id(f) not in dropped]
+        refused += [replace(f, suspects=()) for f in alike]
     if refused:
         hung = [
             f

@@ -176,14 +176,45 @@ def test_an_unseen_knob_defect_is_one_cause_named_by_its_evidence(
     assert any(evidence in why for why in whys), whys
 
 
-def test_children_dropped_by_a_gateway_are_its_failure_not_a_buffer_size(
+def short_logprobs(answer: Body) -> Body:
+    """One log-probability fewer than tokens: a reply the adapter cannot read."""
+    for choice in answer.get("choices", []):
+        reported = choice.get("logprobs")
+        if reported:
+            for key in ("tokens", "token_logprobs", "top_logprobs", "text_offset"):
+                if key in reported:
+                    reported[key] = reported[key][:-1]
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("scenarios", "request_rewrite", "answer_rewrite", "error"),
+    [
+        pytest.param(["knobs"], drop_n, None, "1 choices where 3 were asked for", id="n-dropped"),
+        pytest.param(
+            ["knobs", "losslessness"],
+            None,
+            short_logprobs,
+            "logprobs cover",
+            id="logprobs-short",
+        ),
+    ],
+)
+def test_a_gateway_failing_bursts_of_every_size_is_its_failure_not_a_buffer_size(
     servers: tuple[str, str],
+    scenarios: list[str],
+    request_rewrite: Rewrite | None,
+    answer_rewrite: Rewrite | None,
+    error: str,
 ) -> None:
-    """n dropped: one completion where three were asked, in a batch of 14 (above
-    max_num_requests) and in one of 2; the small batch rules the batch size out."""
-    result = _audit(servers, ["knobs"], drop_n)
+    """Replies the adapter cannot read, to bursts above max_num_requests (14 rows, 150) and
+    within it (2 or 5 rows): the small ones rule the burst size out, in the scenario and
+    across scenarios, so there is one cause, the server's error."""
+    result = _audit(servers, scenarios, request_rewrite, answer_rewrite)
     causes = root_causes(result.findings)
     assert len(causes) == 1, [c.label for c in causes]
     assert causes[0].defect is None
-    assert "1 choices where 3 were asked for" in causes[0].label
-    assert not any(s.defect == "warmup-overflow" for f in result.findings for s in f.suspects)
+    assert error in causes[0].label
+    assert not any(
+        s.defect == "warmup-overflow" for c in causes for f in c.findings for s in f.suspects
+    )
