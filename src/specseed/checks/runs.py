@@ -73,10 +73,10 @@ def runs_complete(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         )
         return
     if failure.exception in SERVER_FAILURES:
-        yield _server_failure(trace, failure, limit, _size_ruled_out(ctx, trace))
+        yield _server_failure(trace, failure, limit, _size_ruled_out(ctx, trace, failure))
         return
     suspects = []
-    if failure.batch_size > limit and not _size_ruled_out(ctx, trace):
+    if failure.batch_size > limit and not _size_ruled_out(ctx, trace, failure):
         suspects.append(
             Suspect(
                 "warmup-overflow",
@@ -98,11 +98,9 @@ def runs_complete(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     )
 
 
-def _size_ruled_out(ctx: CheckContext, trace: RunTrace) -> bool:
-    """Whether another run of the scenario failed the same way on a batch within
-    max_num_requests: then the batch's size does not explain the failure."""
-    failure = trace.end.failure
-    assert failure is not None
+def _size_ruled_out(ctx: CheckContext, trace: RunTrace, failure: EngineFailure) -> bool:
+    """Whether another run of the scenario failed the same way as ``trace`` (``failure``) on
+    a batch within max_num_requests: then the batch's size does not explain the failure."""
     for other in ctx.traces.values():
         theirs = other.end.failure
         if (
