@@ -362,16 +362,22 @@ def root_causes(findings: Sequence[Finding]) -> list[RootCause]:
                 consequences=tuple(under),
             )
         )
-    # Runs the server failed while it served the others: the server's, not code's. A burst
-    # above max_num_requests that failed as a run within it did (the same error, numbers
-    # aside) was not failed for its size: it joins them, its suspect dropped.
+    # A burst above max_num_requests that failed as a run within it did (the same error,
+    # numbers aside, in any scenario) was not failed for its size: its warmup-overflow
+    # suspect is dropped, and it joins that run's cause below.
+    unsized = {
+        _error_shape(f)
+        for f in failing
+        if f.check == CRASH_CHECK and f.status == "fail" and not f.suspects
+    }
+    failing = [
+        replace(f, suspects=())
+        if f.check == CRASH_CHECK and f.suspects and _error_shape(f) in unsized
+        else f
+        for f in failing
+    ]
+    # Runs the server failed while it served the others: the server's, not code's.
     refused = [f for f in failing if _server_failed(f) and not f.suspects]
-    shapes = {_error_shape(f) for f in refused}
-    alike = [f for f in failing if _server_failed(f) and f.suspects and _error_shape(f) in shapes]
-    if alike:
-        dropped = {id(f) for f in alike}
-        failing = [f for f in failing if id(f) not in dropped]
-        refused += [replace(f, suspects=()) for f in alike]
     if refused:
         hung = [
             f

@@ -73,10 +73,10 @@ def runs_complete(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
         )
         return
     if failure.exception in SERVER_FAILURES:
-        yield _server_failure(trace, failure, limit, _size_ruled_out(ctx, trace, failure))
+        yield _server_failure(trace, failure, limit)
         return
     suspects = []
-    if failure.batch_size > limit and not _size_ruled_out(ctx, trace, failure):
+    if failure.batch_size > limit:
         suspects.append(
             Suspect(
                 "warmup-overflow",
@@ -98,30 +98,12 @@ def runs_complete(ctx: CheckContext, trace: RunTrace) -> Iterator[Finding]:
     )
 
 
-def _size_ruled_out(ctx: CheckContext, trace: RunTrace, failure: EngineFailure) -> bool:
-    """Whether another run of the scenario failed the same way as ``trace`` (``failure``) on
-    a batch within max_num_requests: then the batch's size does not explain the failure."""
-    for other in ctx.traces.values():
-        theirs = other.end.failure
-        if (
-            other is not trace
-            and theirs is not None
-            and (theirs.exception, theirs.message) == (failure.exception, failure.message)
-            and 0 < theirs.batch_size <= ctx.max_num_requests(other)
-        ):
-            return True
-    return False
-
-
-def _server_failure(
-    trace: RunTrace, failure: EngineFailure, limit: int, size_ruled_out: bool
-) -> Finding:
+def _server_failure(trace: RunTrace, failure: EngineFailure, limit: int) -> Finding:
     """A run the server did not serve: failing, with where and why, and the traceback kept
-    out (its frames are specseed's HTTP client, which only reported what the server did).
-    ``size_ruled_out``: another run failed alike on a batch within max_num_requests."""
+    out (its frames are specseed's HTTP client, which only reported what the server did)."""
     answered = server_answered(failure)
     suspects = []
-    if answered and failure.batch_size > limit and not size_ruled_out:
+    if answered and failure.batch_size > limit:
         # A server that answered a burst above max_num_requests with an error, and (as root
         # causes decide from the whole audit) served the runs after it: its buffers.
         suspects.append(
