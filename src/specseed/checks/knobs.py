@@ -425,6 +425,19 @@ def _greedy_twins(trace: RunTrace) -> dict[tuple[object, ...], RequestInfo]:
     return twins
 
 
+def _plain_twins(trace: RunTrace, info: RequestInfo) -> list[RequestInfo]:
+    """The run's greedy requests with ``info``'s prompt and length and no knob but logprobs:
+    what ``info`` emits without its knobs."""
+    return [
+        r
+        for r in _scenario(trace)
+        if r.request_id != info.request_id
+        and r.temperature == 0
+        and (r.prompt_ids, r.max_tokens) == (info.prompt_ids, info.max_tokens)
+        and not set(r.knobs()) - {"logprobs"}
+    ]
+
+
 def _penalty_problem(trace: RunTrace, info: RequestInfo, tokens: Sequence[int]) -> str | None:
     """Whether a greedy request's positive presence/frequency penalty acted where its twin's
     own log-probabilities say it must: at the first repeat of the twin (same prompt, no knob
@@ -441,11 +454,8 @@ def _penalty_problem(trace: RunTrace, info: RequestInfo, tokens: Sequence[int]) 
     twin = next(
         (
             r
-            for r in _scenario(trace)
-            if r.temperature == 0
-            and (r.prompt_ids, r.max_tokens) == (info.prompt_ids, info.max_tokens)
-            and set(r.knobs()) == {"logprobs"}
-            and trace.end.logprobs.get(r.request_id)
+            for r in _plain_twins(trace, info)
+            if r.logprobs is not None and trace.end.logprobs.get(r.request_id)
         ),
         None,
     )
@@ -526,13 +536,8 @@ def _filter_problems(
     if info.min_p == 1.0 and info.temperature != 0 and info.parent is None and twin is not None:
         checked.append(f"{rid} (min_p 1)")
         twin_tokens = trace.end.outputs[twin.request_id]
-        position = next(
-            (i for i, (a, b) in enumerate(zip(tokens, twin_tokens, strict=False)) if a != b),
-            None,
-        )
-        if position is None and len(tokens) != len(twin_tokens):
-            position = min(len(tokens), len(twin_tokens))
-        if position is not None:
+        if list(tokens) != list(twin_tokens):
+            position = _common_prefix(tokens, twin_tokens)
             problems.append(
                 f"{rid} (min_p 1, temperature {info.temperature:g}) leaves its greedy twin "
                 f"{twin.request_id} at token {position}: min_p 1 keeps only the most probable "
@@ -809,15 +814,9 @@ def _penalties_never_acted(
         return None
     rid = info.request_id
     mine = other.end.outputs.get(rid)
-    for twin in _scenario(other):
+    for twin in _plain_twins(other, info):
         tid = twin.request_id
-        if (
-            tid == rid
-            or twin.temperature != 0
-            or twin.parent is not None
-            or (twin.prompt_ids, twin.max_tokens) != (info.prompt_ids, info.max_tokens)
-            or set(twin.knobs()) - {"logprobs"}
-        ):
+        if twin.parent is not None:
             continue
         theirs, plain, penalised = (
             other.end.outputs.get(tid),
