@@ -25,6 +25,8 @@ import httpx
 import uvicorn
 
 SRC = Path(__file__).resolve().parents[3] / "src"
+FAST = {"retries": 1, "backoff_s": 0.01, "max_backoff_s": 0.05, "request_timeout_s": 60}
+"""The openai adapter's options for servers on this machine: one retry, short backoffs."""
 START_TIMEOUT_S = 90.0
 """Bound on a server's start (torch import and model build on a busy 2-core machine)."""
 

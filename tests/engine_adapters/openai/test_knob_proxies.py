@@ -18,11 +18,15 @@ from specseed.plan.planning import plan_audit
 from specseed.run.execute import run_audit
 from specseed.run.results import AuditResult
 from specseed.scenarios.schema import AuditConfig, EngineConfig
-from tests.engine_adapters.openai.servers import asgi_server, reference_server, rewriting_proxy
+from tests.engine_adapters.openai.servers import (
+    FAST,
+    asgi_server,
+    reference_server,
+    rewriting_proxy,
+)
 
 pytestmark = pytest.mark.slow
 
-FAST = {"retries": 1, "backoff_s": 0.01, "max_backoff_s": 0.05, "request_timeout_s": 60}
 Body = dict[str, Any]
 
 
@@ -51,25 +55,28 @@ def drop_n(body: Body) -> Body:
     return body
 
 
+def _reports(answer: Body) -> Iterator[Body]:
+    """Each choice's ``logprobs`` object that is there."""
+    for choice in answer.get("choices", []):
+        if choice.get("logprobs"):
+            yield choice["logprobs"]
+
+
 def zero_logprobs(answer: Body) -> Body:
     """Every reported log-probability 0.0, the top lists' too (llama.cpp issue 27972)."""
-    for choice in answer.get("choices", []):
-        reported = choice.get("logprobs")
-        if reported:
-            reported["token_logprobs"] = [0.0 for _ in reported["token_logprobs"]]
-            reported["top_logprobs"] = [{k: 0.0 for k in top} for top in reported["top_logprobs"]]
+    for reported in _reports(answer):
+        reported["token_logprobs"] = [0.0 for _ in reported["token_logprobs"]]
+        reported["top_logprobs"] = [{k: 0.0 for k in top} for top in reported["top_logprobs"]]
     return answer
 
 
 def flat_logprobs(answer: Body) -> Body:
     """Each position's reported tokens given one plausible value, uniform over them and the
     rest: probabilities that sum to less than 1, yet are not the target's."""
-    for choice in answer.get("choices", []):
-        reported = choice.get("logprobs")
-        if reported:
-            tops = [{k: -math.log(len(top) + 1) for k in top} for top in reported["top_logprobs"]]
-            reported["top_logprobs"] = tops
-            reported["token_logprobs"] = [-math.log(len(top) + 1) for top in tops]
+    for reported in _reports(answer):
+        tops = [{k: -math.log(len(top) + 1) for k in top} for top in reported["top_logprobs"]]
+        reported["top_logprobs"] = tops
+        reported["token_logprobs"] = [-math.log(len(top) + 1) for top in tops]
     return answer
 
 
@@ -178,12 +185,10 @@ def test_an_unseen_knob_defect_is_one_cause_named_by_its_evidence(
 
 def short_logprobs(answer: Body) -> Body:
     """One log-probability fewer than tokens: a reply the adapter cannot read."""
-    for choice in answer.get("choices", []):
-        reported = choice.get("logprobs")
-        if reported:
-            for key in ("tokens", "token_logprobs", "top_logprobs", "text_offset"):
-                if key in reported:
-                    reported[key] = reported[key][:-1]
+    for reported in _reports(answer):
+        for key in ("tokens", "token_logprobs", "top_logprobs", "text_offset"):
+            if key in reported:
+                reported[key] = reported[key][:-1]
     return answer
 
 

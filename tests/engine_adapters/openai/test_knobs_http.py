@@ -21,11 +21,9 @@ from specseed.plan.planning import plan_audit
 from specseed.run.execute import run_audit
 from specseed.run.results import AuditResult
 from specseed.scenarios.schema import AuditConfig, EngineConfig
-from tests.engine_adapters.openai.servers import asgi_server, reference_server
+from tests.engine_adapters.openai.servers import FAST, asgi_server, reference_server
 
 pytestmark = pytest.mark.slow
-
-FAST = {"retries": 1, "backoff_s": 0.01, "max_backoff_s": 0.05, "request_timeout_s": 60}
 
 
 def test_each_knob_goes_out_in_its_openai_or_vllm_name() -> None:
